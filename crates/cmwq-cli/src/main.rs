@@ -1,0 +1,30 @@
+//! `cmwq`: look at the machine's pods, run the lab's benchmarks and comparisons.
+
+use clap::{Parser, Subcommand};
+
+mod topology;
+
+/// The cmwq command line.
+#[derive(Parser)]
+#[command(name = "cmwq", version, about = "cmwq: the kernel's workqueue in user space, and its lab")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
+    Topology(topology::TopologyArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Topology(a) => topology::run(a),
+    };
+    if let Err(e) = res {
+        eprintln!("cmwq: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,6 @@
+//! Workloads, peers and statistics for measuring cmwq.
+//!
+//! The library crate `cmwq` knows nothing of this crate: the lab depends on the
+//! library, never the other way round.
+
+pub mod stats;

@@ -1,0 +1,1 @@
+//! Statistics for A/B comparisons (to be written).

@@ -1,0 +1,3 @@
+//! cmwq: the Linux kernel's concurrency-managed workqueue, in user space.
+
+pub mod topology;
