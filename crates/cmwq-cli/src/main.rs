@@ -2,11 +2,16 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod topology;
 
 /// The cmwq command line.
 #[derive(Parser)]
-#[command(name = "cmwq", version, about = "cmwq: the kernel's workqueue in user space, and its lab")]
+#[command(
+    name = "cmwq",
+    version,
+    about = "cmwq: the kernel's workqueue in user space, and its lab"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -14,6 +19,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The kernel's test_workqueue on cmwq, side by side with the user-space peers.
+    Bench(bench::BenchArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
 }
@@ -21,6 +28,7 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
+        Cmd::Bench(a) => bench::run(a),
         Cmd::Topology(a) => topology::run(a),
     };
     if let Err(e) = res {

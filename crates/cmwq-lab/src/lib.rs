@@ -3,4 +3,6 @@
 //! The library crate `cmwq` knows nothing of this crate: the lab depends on the
 //! library, never the other way round.
 
+pub mod abtable;
+pub mod bench;
 pub mod stats;

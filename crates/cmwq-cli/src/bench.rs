@@ -1,0 +1,150 @@
+//! `cmwq bench`: the kernel's test_workqueue on cmwq, side by side with the peers.
+//!
+//! The workload, the measurements and the JSON schema are documented in
+//! `cmwq_lab::bench` (and `crates/cmwq-lab/src/bench/SCHEMA.md`); this file only
+//! turns arguments into a [`BenchConfig`], draws the progress bar and prints.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use cmwq_lab::bench::{self, BenchConfig, ExecutorFactory, Progress};
+
+/// Arguments of `cmwq bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Producer threads P, each pinned to a CPU (producer i on CPU i % ncpu) [default: online CPUs]
+    #[arg(long, value_name = "P")]
+    pub threads: Option<usize>,
+    /// Items per producer N
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub items: usize,
+    /// Items in flight per producer: queue B, wait for all B (1 = the kernel's shape)
+    #[arg(long, value_name = "B", default_value_t = 1)]
+    pub batch: usize,
+    /// Affinity scopes for cmwq, comma-separated; run in the kernel's order
+    /// (cpu, smt, cache_shard, cache, numa, system) [default: all]
+    #[arg(long, value_name = "LIST")]
+    pub scopes: Option<String>,
+    /// Peers to run beside cmwq: comma-separated names or `all`
+    /// (rayon, tokio, tokio_blocking, crossbeam, threadpool, limit)
+    #[arg(long, value_name = "LIST|all")]
+    pub vs: Option<String>,
+    /// Rounds; executors alternate A B C A B C ... and rows give median [min..max]
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub rounds: usize,
+    /// Worker threads of every peer [default: online CPUs]
+    #[arg(long, value_name = "W")]
+    pub workers: Option<usize>,
+    /// Print one JSON document (schema cmwq-bench/1) on stdout instead of the text report
+    #[arg(long)]
+    pub json: bool,
+    /// Also write an SVG plot (throughput per executor and scope, round-trip CDF) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Build cmwq's pods from a synthetic topology mapped onto this machine's CPUs
+    #[arg(long, value_name = "SPEC")]
+    pub synthetic: Option<String>,
+}
+
+/// Turn the arguments into a validated configuration.
+pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
+    let ncpu = bench::sys::allowed_cpus().len();
+    let mut c = BenchConfig::with_defaults(ncpu);
+    c.threads = a.threads.unwrap_or(ncpu);
+    c.items = a.items;
+    c.batch = a.batch;
+    c.rounds = a.rounds;
+    c.workers = a.workers.unwrap_or(ncpu);
+    c.synthetic = a.synthetic.clone();
+    if let Some(s) = &a.scopes {
+        c.scopes = bench::parse_scopes(s)?;
+    }
+    if let Some(v) = &a.vs {
+        c.vs = bench::parse_vs(v, &bench::peer_names())?;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+/// A one-line progress bar on stderr, only when stderr is a terminal.
+struct Bar {
+    on: bool,
+}
+
+impl Bar {
+    fn show(&self, p: &Progress) {
+        if !self.on {
+            return;
+        }
+        const WIDTH: usize = 30;
+        let filled = (p.done * WIDTH)
+            .checked_div(p.total)
+            .unwrap_or(WIDTH)
+            .min(WIDTH);
+        let mut e = std::io::stderr().lock();
+        if p.done == p.total {
+            let _ = write!(e, "\r\x1b[2K");
+        } else {
+            let _ = write!(
+                e,
+                "\r\x1b[2K[{}{}] {}/{} {}",
+                "#".repeat(filled),
+                " ".repeat(WIDTH - filled),
+                p.done,
+                p.total,
+                p.label
+            );
+        }
+        let _ = e.flush();
+    }
+}
+
+/// Runs `cmwq bench`.
+pub fn run(a: BenchArgs) -> Result<(), String> {
+    let cfg = config(&a)?;
+    let subjects = bench::subjects();
+    let peers = bench::peers();
+    let mut chosen: Vec<&dyn ExecutorFactory> = subjects.iter().map(|f| f.as_ref()).collect();
+    chosen.extend(
+        peers
+            .iter()
+            .filter(|p| cfg.vs.iter().any(|v| v == p.name()))
+            .map(|p| p.as_ref()),
+    );
+    if chosen.is_empty() {
+        return Err(
+            "nothing to run: cmwq is not wired into the bench yet; pass --vs LIST or --vs all"
+                .into(),
+        );
+    }
+    let bar = Bar {
+        on: std::io::stderr().is_terminal(),
+    };
+    let report = bench::run_bench(&cfg, &chosen, |p| bar.show(p))?;
+    for r in &report.runs {
+        let want = (cfg.threads * cfg.items) as u64;
+        if r.completed != want {
+            return Err(format!(
+                "{} {} round {}: {} completions for {want} items",
+                r.executor, r.scope, r.round, r.completed
+            ));
+        }
+    }
+    if let Some(path) = &a.plot {
+        std::fs::write(path, bench::svg::render(&report))
+            .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let doc =
+            serde_json::to_string_pretty(&bench::to_json(&report)).map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "{doc}");
+    } else {
+        for l in bench::report_kernel_lines(&report) {
+            let _ = writeln!(out, "{l}");
+        }
+        let _ = writeln!(out);
+        let _ = write!(out, "{}", bench::table(&report));
+    }
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! The cmwq adapter: the subject of `cmwq bench`.
+//!
+//! NOT declared in `bench/mod.rs` yet: it is written against the engine's announced
+//! API and compiles once that lands. To wire it, the engine author adds
+//! `pub mod cmwq_exec;` to `bench/mod.rs` and returns
+//! `vec![Box::new(cmwq_exec::CmwqFactory)]` from `bench::subjects()`.
+//!
+//! Like the kernel benchmark, each run allocates a fresh unbound `bench_wq` with
+//! the run's affinity scope (the kernel writes `affinity_scope` in sysfs between
+//! runs; a fresh workqueue per run also gives every run cold pools, as every peer
+//! gets a fresh pool). Unlike the peers, no closure is boxed per submit: each
+//! producer creates one [`cmwq::Work`] per in-flight slot up front, bound to its
+//! completion, and the timed call only re-queues it, as `queue_work()` re-queues a
+//! `work_struct` that lives in the producer's frame.
+//!
+//! `--workers` does not apply: cmwq sizes its pools itself (concurrency management
+//! is the point), so its worker count is whatever the engine decides per pod.
+
+use std::sync::Arc;
+
+use super::completion::Completion;
+use super::exec::{BuildCtx, Executor, ExecutorFactory, Producer};
+
+/// Builds an unbound `bench_wq` per run, with the run's affinity scope.
+pub struct CmwqFactory;
+
+impl ExecutorFactory for CmwqFactory {
+    fn name(&self) -> &'static str {
+        "cmwq"
+    }
+
+    fn scoped(&self) -> bool {
+        true
+    }
+
+    fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
+        let scope = ctx.scope.ok_or("cmwq: a run needs an affinity scope")?;
+        // `ctx.synthetic` (`--synthetic SPEC`): the engine author maps the synthetic
+        // topology's pods onto ctx.cpus here (e.g. a builder option taking a Topology).
+        let wq = cmwq::Workqueue::builder("bench_wq")
+            .unbound()
+            .affinity_scope(scope)
+            .build()
+            .map_err(|e| format!("cmwq: building bench_wq ({scope}): {e}"))?;
+        Ok(Box::new(CmwqExec { wq }))
+    }
+}
+
+/// One run's workqueue.
+struct CmwqExec {
+    wq: cmwq::Workqueue,
+}
+
+/// A producer's work items, one per in-flight slot, created once and re-queued.
+struct CmwqProducer<'a> {
+    wq: &'a cmwq::Workqueue,
+    works: Vec<cmwq::Work>,
+}
+
+impl Executor for CmwqExec {
+    fn producer<'a>(
+        &'a self,
+        _id: usize,
+        _cpu: usize,
+        slots: usize,
+        done: Arc<Completion>,
+    ) -> Box<dyn Producer + 'a> {
+        let works = (0..slots)
+            .map(|_| {
+                let d = done.clone();
+                cmwq::Work::new(move || d.complete())
+            })
+            .collect();
+        Box::new(CmwqProducer {
+            wq: &self.wq,
+            works,
+        })
+    }
+
+    fn quiesce(&self) {
+        self.wq.flush();
+    }
+}
+
+impl Producer for CmwqProducer<'_> {
+    #[inline]
+    fn submit(&mut self, slot: usize) {
+        // The harness re-queues a slot only after its callback signalled completion,
+        // and PENDING is cleared before the callback runs (as in the kernel), so this
+        // must succeed; a `false` would silently lose an item and hang the producer.
+        let queued = self.wq.queue(&self.works[slot]);
+        assert!(
+            queued,
+            "cmwq: work of slot {slot} still pending when re-queued"
+        );
+    }
+}

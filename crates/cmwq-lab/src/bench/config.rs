@@ -1,0 +1,207 @@
+//! What a bench run is asked to do, and the checks that reject nonsense early.
+
+use cmwq::topology::Scope;
+
+/// The scopes in the order the kernel benchmark runs them
+/// (`cpu, smt, cache_shard, cache, numa, system`; note `cache_shard` before `cache`,
+/// unlike the enum order of [`Scope::ALL`]).
+pub const KERNEL_SCOPE_ORDER: [Scope; 6] = [
+    Scope::Cpu,
+    Scope::Smt,
+    Scope::CacheShard,
+    Scope::Cache,
+    Scope::Numa,
+    Scope::System,
+];
+
+/// Most producer threads accepted (the kernel caps `nr_threads` too).
+pub const MAX_THREADS: usize = 4096;
+
+/// Parameters of one `cmwq bench` invocation.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct BenchConfig {
+    /// Producer threads `P` (`--threads`; kernel `nr_threads`).
+    pub threads: usize,
+    /// Items per producer `N` (`--items`; kernel `wq_items`).
+    pub items: usize,
+    /// Items in flight per producer `B` (`--batch`; 1 = the kernel's one in flight).
+    pub batch: usize,
+    /// Scopes run for scoped executors (cmwq), in kernel order.
+    pub scopes: Vec<Scope>,
+    /// Peers to run beside the subjects (`--vs`), in `--vs all` order.
+    pub vs: Vec<String>,
+    /// Rounds (`--rounds`): every executor/scope runs once per round, interleaved.
+    pub rounds: usize,
+    /// Worker threads for every peer (`--workers`).
+    pub workers: usize,
+    /// `--synthetic SPEC`, handed to the executors untouched.
+    pub synthetic: Option<String>,
+    /// A run in which no item completes for this long fails instead of hanging
+    /// (default [`STALL_TIMEOUT`](super::runner::STALL_TIMEOUT); not in the JSON).
+    #[serde(skip)]
+    pub stall_timeout: std::time::Duration,
+}
+
+impl BenchConfig {
+    /// The defaults of issue 8: one producer per online CPU, 50000 items, one in
+    /// flight, every scope, no peers, 3 rounds, one worker per online CPU.
+    pub fn with_defaults(online_cpus: usize) -> BenchConfig {
+        BenchConfig {
+            threads: online_cpus,
+            items: 50_000,
+            batch: 1,
+            scopes: KERNEL_SCOPE_ORDER.to_vec(),
+            vs: Vec::new(),
+            rounds: 3,
+            workers: online_cpus,
+            synthetic: None,
+            stall_timeout: super::runner::STALL_TIMEOUT,
+        }
+    }
+
+    /// Reject values the run cannot honour; the message names the option and value.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.threads == 0 {
+            return Err("--threads 0: need at least one producer thread".into());
+        }
+        if self.threads > MAX_THREADS {
+            return Err(format!(
+                "--threads {}: at most {MAX_THREADS} producer threads",
+                self.threads
+            ));
+        }
+        if self.items == 0 {
+            return Err("--items 0: each producer needs at least one item".into());
+        }
+        if self.batch == 0 {
+            return Err("--batch 0: need at least one item in flight".into());
+        }
+        if self.batch > self.items {
+            return Err(format!(
+                "--batch {} is larger than --items {}: a producer cannot keep more items in flight than it queues",
+                self.batch, self.items
+            ));
+        }
+        if self.rounds == 0 {
+            return Err("--rounds 0: need at least one round".into());
+        }
+        if self.workers == 0 {
+            return Err("--workers 0: every executor needs at least one worker".into());
+        }
+        if self.scopes.is_empty() {
+            return Err("--scopes: no scope selected".into());
+        }
+        Ok(())
+    }
+}
+
+/// Parse `--scopes cpu,smt,...` into kernel order, without duplicates.
+pub fn parse_scopes(list: &str) -> Result<Vec<Scope>, String> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        if name.is_empty() {
+            continue;
+        }
+        let sc: Scope = name.parse().map_err(|_| {
+            format!("--scopes: unknown scope '{name}' (expected cpu, smt, cache_shard, cache, numa, system)")
+        })?;
+        out.push(sc);
+    }
+    if out.is_empty() {
+        return Err(format!("--scopes '{list}': no scope given"));
+    }
+    Ok(KERNEL_SCOPE_ORDER
+        .into_iter()
+        .filter(|s| out.contains(s))
+        .collect())
+}
+
+/// Parse `--vs LIST|all` against the available peer names; keeps `available`'s order.
+pub fn parse_vs(list: &str, available: &[&str]) -> Result<Vec<String>, String> {
+    let mut picked = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        if name.is_empty() {
+            continue;
+        }
+        if name == "all" {
+            picked.extend(available.iter().map(|s| s.to_string()));
+        } else if available.contains(&name) {
+            picked.push(name.to_string());
+        } else {
+            return Err(format!(
+                "--vs: unknown peer '{name}' (expected all or some of {})",
+                available.join(", ")
+            ));
+        }
+    }
+    if picked.is_empty() {
+        return Err(format!("--vs '{list}': no peer given"));
+    }
+    Ok(available
+        .iter()
+        .filter(|a| picked.iter().any(|p| p == *a))
+        .map(|s| s.to_string())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_value() {
+        let ok = BenchConfig::with_defaults(2);
+        assert_eq!(ok.validate(), Ok(()));
+        let bad = |f: fn(&mut BenchConfig), needle: &str| {
+            let mut c = ok.clone();
+            f(&mut c);
+            let e = c.validate().unwrap_err();
+            assert!(e.contains(needle), "{e:?} lacks {needle:?}");
+        };
+        bad(|c| c.threads = 0, "--threads 0");
+        bad(|c| c.threads = MAX_THREADS + 1, "--threads 4097");
+        bad(|c| c.items = 0, "--items 0");
+        bad(|c| c.batch = 0, "--batch 0");
+        bad(|c| c.rounds = 0, "--rounds 0");
+        bad(|c| c.workers = 0, "--workers 0");
+        bad(
+            |c| {
+                c.items = 10;
+                c.batch = 64
+            },
+            "--batch 64 is larger than --items 10",
+        );
+        let mut c = ok.clone();
+        c.items = 64;
+        c.batch = 64;
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn scopes_parse_in_kernel_order() {
+        assert_eq!(
+            parse_scopes("system,cache,cache_shard,cpu,cpu").unwrap(),
+            vec![Scope::Cpu, Scope::CacheShard, Scope::Cache, Scope::System]
+        );
+        assert_eq!(
+            parse_scopes("cpu,smt,cache_shard,cache,numa,system").unwrap(),
+            KERNEL_SCOPE_ORDER.to_vec()
+        );
+        let e = parse_scopes("cpu,llc").unwrap_err();
+        assert!(e.contains("'llc'"), "{e}");
+        assert!(parse_scopes(",").is_err());
+    }
+
+    #[test]
+    fn vs_parse() {
+        let av = ["rayon", "tokio", "crossbeam", "limit"];
+        assert_eq!(parse_vs("all", &av).unwrap(), av.to_vec());
+        assert_eq!(
+            parse_vs("limit,rayon", &av).unwrap(),
+            vec!["rayon", "limit"]
+        );
+        let e = parse_vs("rayon,smol", &av).unwrap_err();
+        assert!(e.contains("'smol'"), "{e}");
+        assert!(parse_vs("", &av).is_err());
+    }
+}

@@ -1,0 +1,246 @@
+//! `--plot FILE.svg`: a hand-written SVG, no plotting dependency.
+//!
+//! Two panels: items/s per executor and scope (bar = median over rounds, whisker =
+//! min..max, since the spread between rounds is the noise floor a reader must see),
+//! and the round-trip latency distribution of each row's median-throughput round:
+//! log time on x, quantile on a log-tail axis on y (p50, p90, p99, p99.9, ... evenly
+//! spaced), because the tail is where sleeping, spinning and IPI-bound executors
+//! differ, and a linear CDF squeezes it into one pixel row.
+
+use std::fmt::Write as _;
+
+use super::runner::Report;
+
+const W: f64 = 960.0;
+const PANEL_H: f64 = 340.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 180.0;
+const PALETTE: [&str; 10] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+
+/// Top of the tail axis, where the maximum sample is drawn (p99.99 is at 4).
+const TAIL_MAX: f64 = 4.5;
+
+/// Position of quantile `q` on the tail axis, `-log10(1 - q)`: 0 at q = 0, 1 at p90,
+/// 2 at p99, 3 at p99.9, 4 at p99.99, and [`TAIL_MAX`] for the maximum.
+fn tail(q: f64) -> f64 {
+    if q >= 1.0 {
+        TAIL_MAX
+    } else {
+        (-(1.0 - q).log10()).clamp(0.0, 4.0)
+    }
+}
+
+/// `executor` or `executor/scope`.
+fn row_label(r: &super::summary::RowSummary) -> String {
+    if r.scope == "-" {
+        r.executor.clone()
+    } else {
+        format!("{}/{}", r.executor, r.scope)
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A "nice" axis maximum at or above `v`.
+fn nice_max(v: f64) -> f64 {
+    if v <= 0.0 {
+        return 1.0;
+    }
+    let mag = 10f64.powf(v.log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if m * mag >= v {
+            return m * mag;
+        }
+    }
+    10.0 * mag
+}
+
+/// Render the report as an SVG document.
+pub fn render(report: &Report) -> String {
+    let rows = &report.rows;
+    let h = 2.0 * PANEL_H + 40.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let c = &report.config;
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="20" text-anchor="middle" font-size="14">cmwq bench: P={} N={} batch={} workers={} rounds={}</text>"#,
+        W / 2.0,
+        c.threads,
+        c.items,
+        c.batch,
+        c.workers,
+        c.rounds
+    );
+
+    // Panel 1: throughput bars with whiskers.
+    let top = 40.0;
+    let plot_h = PANEL_H - 80.0;
+    let plot_w = W - LEFT - 40.0;
+    let ymax = nice_max(rows.iter().map(|r| r.items_per_sec.max).fold(0.0, f64::max));
+    let y = |v: f64| top + plot_h - v / ymax * plot_h;
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="{}" >items/s (median, whiskers min..max)</text>"#,
+        top - 6.0
+    );
+    for i in 0..=5 {
+        let v = ymax * i as f64 / 5.0;
+        let yy = y(v);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + plot_w,
+            LEFT - 4.0,
+            yy + 4.0,
+            super::report::si(v)
+        );
+    }
+    let n = rows.len().max(1) as f64;
+    let slot = plot_w / n;
+    for (i, r) in rows.iter().enumerate() {
+        let x0 = LEFT + slot * i as f64 + slot * 0.15;
+        let bw = slot * 0.7;
+        let m = &r.items_per_sec;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{bw:.1}" height="{:.1}" fill="{}"><title>{} {}: {:.0} items/s [{:.0}..{:.0}]</title></rect>"#,
+            y(m.median),
+            (top + plot_h - y(m.median)).max(0.0),
+            PALETTE[i % PALETTE.len()],
+            esc(&r.executor),
+            esc(&r.scope),
+            m.median,
+            m.min,
+            m.max
+        );
+        let xc = x0 + bw / 2.0;
+        let _ = writeln!(
+            s,
+            r#"<path d="M{xc:.1} {:.1}V{:.1}M{:.1} {:.1}h{:.1}M{:.1} {:.1}h{:.1}" stroke="black" fill="none"/>"#,
+            y(m.min),
+            y(m.max),
+            xc - 5.0,
+            y(m.min),
+            10.0,
+            xc - 5.0,
+            y(m.max),
+            10.0
+        );
+        let label = row_label(r);
+        let ly = top + plot_h + 12.0;
+        let _ = writeln!(
+            s,
+            r#"<text x="{xc:.1}" y="{ly:.1}" text-anchor="end" transform="rotate(-35 {xc:.1} {ly:.1})">{}</text>"#,
+            esc(&label)
+        );
+    }
+
+    // Panel 2: round-trip distribution: log time on x, log tail (1 - q) on y.
+    let top2 = top + PANEL_H + 30.0;
+    let plot_w2 = W - LEFT - RIGHT;
+    let all = rows
+        .iter()
+        .flat_map(|r| report.runs[r.median_run].round_trip_cdf.iter().map(|p| p.1));
+    let (lo, hi) = all.fold((u64::MAX, 0u64), |(lo, hi), v| {
+        (lo.min(v.max(1)), hi.max(v))
+    });
+    let (lo, hi) = if lo > hi {
+        (1u64, 10u64)
+    } else {
+        (lo, hi.max(lo + 1))
+    };
+    let l0 = (lo as f64).log10().floor();
+    let l1 = (hi as f64).log10().ceil().max(l0 + 1.0);
+    let x = |ns: u64| LEFT + ((ns.max(1) as f64).log10() - l0) / (l1 - l0) * plot_w2;
+    let y2 = |q: f64| top2 + plot_h - tail(q) / TAIL_MAX * plot_h;
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="{}">round trip (queue to completion seen): quantile vs latency, median round of each row</text>"#,
+        top2 - 6.0
+    );
+    let mut d = l0 as i32;
+    while d <= l1 as i32 {
+        let ns = 10f64.powi(d);
+        let xx = LEFT + (d as f64 - l0) / (l1 - l0) * plot_w2;
+        let lab = if ns >= 1e6 {
+            format!("{}ms", ns / 1e6)
+        } else if ns >= 1e3 {
+            format!("{}us", ns / 1e3)
+        } else {
+            format!("{ns}ns")
+        };
+        let _ = writeln!(
+            s,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{top2}" y2="{:.1}" stroke="#ddd"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{lab}</text>"##,
+            top2 + plot_h,
+            top2 + plot_h + 14.0
+        );
+        d += 1;
+    }
+    for (q, lab) in [
+        (0.0, "0"),
+        (0.5, "p50"),
+        (0.9, "p90"),
+        (0.99, "p99"),
+        (0.999, "p99.9"),
+        (0.9999, "p99.99"),
+        (1.0, "max"),
+    ] {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{lab}</text>"##,
+            LEFT + plot_w2,
+            y2(q),
+            y2(q),
+            LEFT - 4.0,
+            y2(q) + 4.0
+        );
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let cdf = &report.runs[r.median_run].round_trip_cdf;
+        if cdf.len() < 2 {
+            continue;
+        }
+        let pts: Vec<String> = cdf
+            .iter()
+            .map(|&(q, v)| format!("{:.1},{:.1}", x(v), y2(q)))
+            .collect();
+        let col = PALETTE[i % PALETTE.len()];
+        let dash = if r.scoped {
+            ""
+        } else {
+            r#" stroke-dasharray="5 3""#
+        };
+        let label = row_label(r);
+        let _ = writeln!(
+            s,
+            r#"<polyline points="{}" fill="none" stroke="{col}" stroke-width="1.5"{dash}><title>{}</title></polyline>"#,
+            pts.join(" "),
+            esc(&label)
+        );
+        let ly = top2 + 10.0 + 14.0 * i as f64;
+        let lx = LEFT + plot_w2 + 10.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{col}" stroke-width="2"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            lx + 20.0,
+            lx + 24.0,
+            ly + 4.0,
+            esc(&label)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -1,1 +1,0 @@
-//! Statistics for A/B comparisons (to be written).
