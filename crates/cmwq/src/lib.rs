@@ -1,3 +1,43 @@
 //! cmwq: the Linux kernel's concurrency-managed workqueue, in user space.
+//!
+//! A [`Work`] is a callback with the kernel's state word: queueing it while it is
+//! pending returns false, it never runs on two workers at once, and it can be
+//! flushed, cancelled (synchronously too), disabled and re-enabled. A
+//! [`Workqueue`] maps work onto shared worker pools: one per CPU and priority for
+//! bound queues, one per pod of an affinity scope for unbound queues, with pods
+//! cut from the machine's topology exactly as the kernel cuts them
+//! ([`topology`]). Bound pools are concurrency managed: one worker runs per CPU
+//! unless it says it blocks ([`blocking`]) or its queue is `CPU_INTENSIVE`.
+//! Wakeups are issued after the pool lock is released.
+//!
+//! ```
+//! use cmwq::{DelayedWork, Work, Workqueue};
+//! use std::time::Duration;
+//!
+//! let wq = Workqueue::builder("demo").unbound().max_active(4).build().unwrap();
+//! let w = Work::new(|| {});
+//! assert!(wq.queue(&w));
+//! let dw = DelayedWork::new(|| {});
+//! assert!(wq.queue_delayed(&dw, Duration::from_millis(5)));
+//! assert!(!wq.queue_delayed(&dw, Duration::from_millis(5))); // already pending
+//! dw.flush();
+//! wq.flush();
+//! ```
+//!
+//! Where user space forces a difference from the kernel, the item's docs say so.
 
+mod error;
+mod pool;
+pub mod sched;
+mod timer;
 pub mod topology;
+mod work;
+mod workqueue;
+
+pub use error::Error;
+pub use pool::{BlockingGuard, WakeMode, blocking, debug_fail_worker_creation, set_idle_timeout};
+pub use work::Work;
+pub use workqueue::{
+    DFL_ACTIVE, DelayedWork, MAX_ACTIVE, MIN_ACTIVE, WorkqueueStats, Workqueue, WorkqueueBuilder,
+    WqFlags, set_panic_hook, system, system_highpri, system_long, system_unbound, workqueue_names,
+};

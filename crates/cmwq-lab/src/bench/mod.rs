@@ -54,6 +54,7 @@
 //! [`Producer`] (`submit(slot)`). See [`exec`] for the contract. cmwq's adapter is in
 //! `cmwq_exec.rs` and is wired in [`subjects`] once the engine's API exists.
 
+pub mod cmwq_exec;
 pub mod completion;
 pub mod config;
 pub mod exec;
@@ -77,7 +78,7 @@ pub use summary::{Mmm, Percentiles, RowSummary, RunResult, percentile};
 /// Empty until the cmwq engine lands; then the engine author adds
 /// `pub mod cmwq_exec;` above and returns `vec![Box::new(cmwq_exec::CmwqFactory)]`.
 pub fn subjects() -> Vec<Box<dyn ExecutorFactory>> {
-    Vec::new()
+    vec![Box::new(cmwq_exec::CmwqFactory)]
 }
 
 /// The peers `--vs` may name, in the order `--vs all` runs them.

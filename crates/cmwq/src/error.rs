@@ -1,0 +1,76 @@
+//! Errors of the workqueue API: each names the value it refuses.
+
+use std::fmt;
+
+use crate::topology::TopologyError;
+
+/// What can go wrong building or using a workqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Reading or building the topology failed.
+    Topology(TopologyError),
+    /// `max_active` outside `1..=MAX_ACTIVE`.
+    InvalidMaxActive {
+        /// The value asked for.
+        value: usize,
+        /// The largest value allowed.
+        max: usize,
+    },
+    /// An ordered workqueue runs one item at a time; `max_active` must be 1.
+    OrderedMaxActive(usize),
+    /// The cpumask leaves no online CPU to run on.
+    EmptyCpumask {
+        /// The CPUs asked for.
+        requested: Vec<usize>,
+    },
+    /// `queue_on` named a CPU that is not online (or not in the topology).
+    OfflineCpu {
+        /// The CPU asked for.
+        cpu: usize,
+    },
+    /// `freeze`/`thaw` on a workqueue built without `FREEZABLE`.
+    NotFreezable {
+        /// The workqueue's name.
+        name: String,
+    },
+    /// The workqueue is being drained or destroyed and refuses new work.
+    Draining {
+        /// The workqueue's name.
+        name: String,
+    },
+    /// The process-wide pool registry is full.
+    TooManyPools,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Topology(e) => write!(f, "topology: {e}"),
+            Error::InvalidMaxActive { value, max } => {
+                write!(f, "max_active {value} is out of range (1..={max})")
+            }
+            Error::OrderedMaxActive(v) => {
+                write!(f, "max_active {v} on an ordered workqueue (it must be 1)")
+            }
+            Error::EmptyCpumask { requested } => write!(
+                f,
+                "cpumask {} has no online CPU",
+                crate::topology::format_cpulist(requested)
+            ),
+            Error::OfflineCpu { cpu } => write!(f, "CPU {cpu} is not online"),
+            Error::NotFreezable { name } => {
+                write!(f, "workqueue {name:?} was not built FREEZABLE")
+            }
+            Error::Draining { name } => write!(f, "workqueue {name:?} is draining"),
+            Error::TooManyPools => write!(f, "too many worker pools in this process"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<TopologyError> for Error {
+    fn from(e: TopologyError) -> Self {
+        Error::Topology(e)
+    }
+}

@@ -1,0 +1,795 @@
+//! Worker pools: where work items wait and the threads that run them.
+//!
+//! A pool is a worklist, a set of worker threads and the policy that decides
+//! how many of them run, as in `kernel/workqueue.c`. Bound pools (one per CPU and
+//! priority) are *concurrency managed*: `nr_running` counts the workers that are
+//! running work and not marked blocked or CPU-intensive, and a second worker is
+//! woken only when it drops to zero. Unbound pools (one per pod of an affinity
+//! scope, shared by every workqueue with the same attributes) wake a worker for
+//! every item that waits.
+//!
+//! Policy lives in small predicates on [`PoolInner`]: `need_more_worker`,
+//! `keep_working`, `may_start_working`, `too_many_workers`. A worker that leaves
+//! idle while no other worker is idle becomes the manager and starts one more
+//! thread, so a spare is ready when a running worker blocks (one manager at a
+//! time, as the kernel's `POOL_MANAGER_ACTIVE`). Idle workers beyond the kernel's
+//! `too_many_workers` bound exit after the idle timeout (300 s by default).
+//!
+//! # Waking outside the lock, and why no wakeup is lost
+//!
+//! `kick` runs under the pool lock. It pops the most recently idled worker (the
+//! idle list is a LIFO stack, so the warmest thread runs next), marks it `Woken`
+//! and returns its thread handle; the caller unparks it *after* the lock is
+//! dropped (the 2026 `kick_pool_pick` + `raw_spin_unlock_irq_wake` order). The
+//! worker's side is: under the lock, push itself on the idle stack with state
+//! `Idle`; drop the lock; park; retake the lock and look at its state. The
+//! argument that no wakeup is lost:
+//!
+//! 1. A waker can only pick a worker that is on the idle stack, and a worker is
+//!    pushed there under the lock before it parks; so every pick happens after
+//!    the worker published itself.
+//! 2. The pick writes `Woken` under the lock, so the worker's re-check (under the
+//!    lock) sees it no matter when the unpark arrives.
+//! 3. `Thread::unpark` before `park` leaves a token, so an unpark that lands
+//!    between the worker's unlock and its park makes the park return at once.
+//!    An unpark that lands later wakes the parked thread.
+//! 4. Spurious returns from `park` (a stale token) are harmless: the worker sees
+//!    `Idle`, still on the stack, and parks again.
+//!
+//! [`WakeMode::UnderLock`] keeps the old order (unpark while holding the lock) so
+//! the lab can measure the difference.
+//!
+//! Pools live for the whole process in a registry indexed by id, so a work item
+//! can name the pool that last held it with a plain integer (the kernel keeps the
+//! pool id in `work->data` for the same reason). An unbound pool whose last
+//! workqueue goes away lets its workers exit and is revived if the same
+//! attributes are asked for again.
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::{self, Thread};
+use std::time::Duration;
+
+use crate::sched;
+use crate::work::WorkInner;
+use crate::workqueue::WqInner;
+
+/// Number of flush colours per pool workqueue (as the kernel's 4 colour bits).
+pub(crate) const NR_COLORS: usize = 16;
+
+/// When a queueing thread wakes the worker it picked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum WakeMode {
+    /// Pick the worker under the pool lock, unpark it after the lock is released (default).
+    #[default]
+    Deferred,
+    /// Unpark the worker while still holding the pool lock (the pre-2026 kernel order).
+    UnderLock,
+}
+
+/// What makes two unbound workqueues share a pool (the kernel's attrs hash).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PoolAttrs {
+    /// The CPU of a bound pool.
+    pub cpu: Option<usize>,
+    pub highpri: bool,
+    /// Real CPUs the workers may run on.
+    pub cpus: Vec<usize>,
+    /// Real CPUs of the pod the pool serves.
+    pub pod_cpus: Vec<usize>,
+    pub strict: bool,
+    pub wake: WakeMode,
+}
+
+/// One item on a list: the work, its pool workqueue slot and its flush colour.
+pub(crate) struct Item {
+    pub work: Arc<WorkInner>,
+    pub pwq: u32,
+    pub color: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WState {
+    Starting,
+    Idle,
+    Woken,
+    Running,
+    Exited,
+}
+
+struct WorkerSlot {
+    thread: Option<Thread>,
+    state: WState,
+    /// The busy table: what this worker executes now.
+    current: Option<Arc<WorkInner>>,
+    current_pwq: u32,
+    /// Items that must run on this worker (re-queued while it runs them).
+    scheduled: VecDeque<Item>,
+    /// Out of `nr_running` (blocked or CPU-intensive).
+    not_running: bool,
+}
+
+/// The part of a workqueue that lives in one pool (the kernel's `pool_workqueue`).
+pub(crate) struct PwqState {
+    pub wq: Option<Arc<WqInner>>,
+    pub max_active: usize,
+    pub nr_active: usize,
+    pub inactive: VecDeque<Item>,
+    pub in_flight: [u32; NR_COLORS],
+    pub nr_in_flight: usize,
+    pub work_color: u8,
+    pub node: usize,
+}
+
+/// The lock-protected state of a pool.
+pub(crate) struct PoolInner {
+    pub worklist: VecDeque<Item>,
+    workers: Vec<WorkerSlot>,
+    idle: Vec<usize>,
+    nr_running: usize,
+    nr_workers: usize,
+    manager_active: bool,
+    pub pwqs: Vec<PwqState>,
+    free_pwqs: Vec<u32>,
+    refcnt: usize,
+    dying: bool,
+}
+
+/// A worker pool.
+pub(crate) struct Pool {
+    pub id: u32,
+    pub attrs: PoolAttrs,
+    /// Concurrency managed (bound pools).
+    pub managed: bool,
+    inner: Mutex<PoolInner>,
+    pub repatriated: AtomicU64,
+    pub create_failed: AtomicU64,
+}
+
+/// Deferred work found under the pool lock, done after it is dropped.
+#[derive(Default)]
+pub(crate) struct Post {
+    wake: Option<Thread>,
+    notify: Option<Arc<WqInner>>,
+    activate: Option<(Arc<WqInner>, usize)>,
+}
+
+impl Post {
+    fn run(self) {
+        if let Some(t) = self.wake {
+            t.unpark();
+        }
+        if let Some((wq, node)) = self.activate {
+            wq.node_activate(node);
+        }
+        if let Some(wq) = self.notify {
+            wq.notify_flushers();
+        }
+    }
+}
+
+impl PoolInner {
+    fn nr_idle(&self) -> usize {
+        self.idle.len()
+    }
+    /// Work waits and nobody runs it.
+    fn need_more_worker(&self, managed: bool) -> bool {
+        !self.worklist.is_empty() && (!managed || self.nr_running == 0)
+    }
+    /// A running worker should take the next item.
+    fn keep_working(&self, managed: bool) -> bool {
+        !self.worklist.is_empty() && (!managed || self.nr_running <= 1)
+    }
+    /// There is an idle worker to hand work to.
+    fn may_start_working(&self) -> bool {
+        self.nr_idle() > 0
+    }
+    /// The kernel's cull rule: more than 2 idle, and idle beyond 2 is a quarter of busy.
+    fn too_many_workers(&self) -> bool {
+        let idle = self.nr_idle();
+        let busy = self.nr_workers.saturating_sub(idle);
+        idle > 2 && (idle - 2) * 4 >= busy
+    }
+
+    /// Picks an idle worker if the pool needs one; the caller unparks it.
+    fn kick(&mut self, managed: bool) -> Option<Thread> {
+        if !self.need_more_worker(managed) {
+            return None;
+        }
+        let i = self.idle.pop()?;
+        self.workers[i].state = WState::Woken;
+        self.workers[i].thread.clone()
+    }
+
+    fn find_executing(&self, work: &Arc<WorkInner>) -> Option<usize> {
+        self.workers.iter().position(|w| {
+            w.current
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(c, work))
+        })
+    }
+
+    /// Whether a pwq may activate one more item now.
+    fn pwq_can_activate(&self, slot: u32) -> bool {
+        let p = &self.pwqs[slot as usize];
+        let wq = p.wq.as_ref().expect("live pwq");
+        !wq.frozen.load(Ordering::SeqCst) && p.nr_active < p.max_active
+    }
+}
+
+// ---- registry ----
+
+const MAX_POOLS: usize = 1 << 14;
+static POOLS: [OnceLock<&'static Pool>; MAX_POOLS] = [const { OnceLock::new() }; MAX_POOLS];
+static NEXT_POOL: AtomicU32 = AtomicU32::new(0);
+static UNBOUND_POOLS: Mutex<Option<HashMap<PoolAttrs, u32>>> = Mutex::new(None);
+static BOUND_POOLS: Mutex<Option<HashMap<(usize, bool, WakeMode), u32>>> = Mutex::new(None);
+static IDLE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(300_000);
+static FAIL_CREATE: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// (pool id, worker index) of the calling thread if it is a worker.
+    static WORKER: std::cell::Cell<Option<(u32, usize)>> = const { std::cell::Cell::new(None) };
+    /// Address of the workqueue whose item the calling worker runs (0: none).
+    static CURRENT_WQ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Sets how long surplus idle workers linger before they exit (kernel: 300 s).
+pub fn set_idle_timeout(d: Duration) {
+    IDLE_TIMEOUT_MS.store(d.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::SeqCst);
+}
+
+/// Test hook: make worker creation fail (as if the thread limit were reached).
+#[doc(hidden)]
+pub fn debug_fail_worker_creation(fail: bool) {
+    FAIL_CREATE.store(fail, Ordering::SeqCst);
+}
+
+pub(crate) fn get_pool(id: u32) -> Option<&'static Pool> {
+    POOLS.get(id as usize).and_then(|c| c.get().copied())
+}
+
+/// Address of the workqueue whose item the calling thread runs, if it is a worker.
+pub(crate) fn current_wq_addr() -> usize {
+    CURRENT_WQ.with(|c| c.get())
+}
+
+fn new_pool(attrs: PoolAttrs, managed: bool) -> Result<&'static Pool, crate::Error> {
+    let id = NEXT_POOL.fetch_add(1, Ordering::SeqCst);
+    if id as usize >= MAX_POOLS {
+        return Err(crate::Error::TooManyPools);
+    }
+    let pool: &'static Pool = Box::leak(Box::new(Pool {
+        id,
+        attrs,
+        managed,
+        inner: Mutex::new(PoolInner {
+            worklist: VecDeque::with_capacity(64),
+            workers: Vec::new(),
+            idle: Vec::new(),
+            nr_running: 0,
+            nr_workers: 0,
+            manager_active: false,
+            pwqs: Vec::new(),
+            free_pwqs: Vec::new(),
+            refcnt: 0,
+            dying: false,
+        }),
+        repatriated: AtomicU64::new(0),
+        create_failed: AtomicU64::new(0),
+    }));
+    let _ = POOLS[id as usize].set(pool);
+    Ok(pool)
+}
+
+/// The bound pool of `cpu` for the given priority.
+pub(crate) fn bound_pool(cpu: usize, highpri: bool, wake: WakeMode) -> Result<&'static Pool, crate::Error> {
+    let mut map = BOUND_POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = map.get_or_insert_with(HashMap::new);
+    if let Some(&id) = map.get(&(cpu, highpri, wake)) {
+        return Ok(get_pool(id).expect("registered pool"));
+    }
+    let pool = new_pool(
+        PoolAttrs { cpu: Some(cpu), highpri, cpus: vec![cpu], pod_cpus: vec![cpu], strict: true, wake },
+        true,
+    )?;
+    map.insert((cpu, highpri, wake), pool.id);
+    Ok(pool)
+}
+
+/// The unbound pool with these attributes, shared (and revived if it was let go).
+pub(crate) fn unbound_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
+    let mut map = UNBOUND_POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = map.get_or_insert_with(HashMap::new);
+    if let Some(&id) = map.get(&attrs) {
+        return Ok(get_pool(id).expect("registered pool"));
+    }
+    let pool = new_pool(attrs.clone(), false)?;
+    map.insert(attrs, pool.id);
+    Ok(pool)
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, PoolInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Links a workqueue to this pool: allocates its pwq slot.
+    pub(crate) fn attach(&'static self, wq: Arc<WqInner>, max_active: usize, node: usize) -> u32 {
+        let mut g = self.lock();
+        g.refcnt += 1;
+        g.dying = false;
+        let st = PwqState {
+            wq: Some(wq),
+            max_active,
+            nr_active: 0,
+            inactive: VecDeque::new(),
+            in_flight: [0; NR_COLORS],
+            nr_in_flight: 0,
+            work_color: 0,
+            node,
+        };
+        let slot = if let Some(s) = g.free_pwqs.pop() {
+            g.pwqs[s as usize] = st;
+            s
+        } else {
+            g.pwqs.push(st);
+            (g.pwqs.len() - 1) as u32
+        };
+        if g.nr_workers == 0 {
+            g = self.create_worker(g);
+        }
+        drop(g);
+        slot
+    }
+
+    /// Unlinks a drained pwq; an unbound pool with no users lets its workers go.
+    pub(crate) fn detach(&'static self, slot: u32) {
+        let mut g = self.lock();
+        g.pwqs[slot as usize].wq = None;
+        g.free_pwqs.push(slot);
+        g.refcnt -= 1;
+        let mut wake = Vec::new();
+        if g.refcnt == 0 && !self.managed {
+            g.dying = true;
+            for &i in &g.idle {
+                if let Some(t) = &g.workers[i].thread {
+                    wake.push(t.clone());
+                }
+            }
+        }
+        drop(g);
+        for t in wake {
+            t.unpark();
+        }
+    }
+
+    /// Sets the flush colour that new items of a pwq get.
+    pub(crate) fn pwq_flip_color(&self, slot: u32, color: u8) {
+        let mut g = self.lock();
+        g.pwqs[slot as usize].work_color = color;
+    }
+
+    /// Runs `f` on a pwq's state under the pool lock.
+    pub(crate) fn with_pwq<R>(&self, slot: u32, f: impl FnOnce(&PwqState) -> R) -> R {
+        let g = self.lock();
+        f(&g.pwqs[slot as usize])
+    }
+
+    /// Changes a pwq's max_active and activates what the new limit allows.
+    pub(crate) fn pwq_set_max_active(&self, slot: u32, max: usize) {
+        let mut g = self.lock();
+        g.pwqs[slot as usize].max_active = max;
+        self.activate_pwq(&mut g, slot);
+        let wake = g.kick(self.managed);
+        drop(g);
+        if let Some(t) = wake {
+            t.unpark();
+        }
+    }
+
+    /// Activates inactive items of a bound pwq while its limit allows.
+    fn activate_pwq(&self, g: &mut PoolInner, slot: u32) {
+        while g.pwq_can_activate(slot) {
+            let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else { break };
+            g.pwqs[slot as usize].nr_active += 1;
+            g.worklist.push_back(it);
+        }
+    }
+
+    /// Activates one inactive item of an unbound pwq that holds a node budget slot.
+    /// Returns false (budget not used) if the pwq has nothing inactive.
+    pub(crate) fn activate_one_unbound(&self, slot: u32, wq: &Arc<WqInner>) -> bool {
+        let mut g = self.lock();
+        let same = g.pwqs[slot as usize].wq.as_ref().is_some_and(|x| Arc::ptr_eq(x, wq));
+        if !same {
+            return false;
+        }
+        let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else {
+            return false;
+        };
+        g.pwqs[slot as usize].nr_active += 1;
+        g.worklist.push_back(it);
+        let wake = g.kick(self.managed);
+        drop(g);
+        if let Some(t) = wake {
+            t.unpark();
+        }
+        true
+    }
+
+    /// Puts a claimed work item on this pool (the tail of `__queue_work`).
+    pub(crate) fn insert(&'static self, slot: u32, work: &Arc<WorkInner>, unbound: bool) {
+        let mut g = self.lock();
+        work.pool.store(self.id + 1, Ordering::SeqCst);
+        let p = &mut g.pwqs[slot as usize];
+        let color = p.work_color;
+        p.in_flight[color as usize] += 1;
+        p.nr_in_flight += 1;
+        let node = p.node;
+        let wq = p.wq.clone().expect("live pwq");
+        wq.stats.queued.fetch_add(1, Ordering::Relaxed);
+        let item = Item { work: work.clone(), pwq: slot, color };
+        let active = if unbound {
+            wq.node_try_get(node, self.id, slot)
+        } else {
+            g.pwq_can_activate(slot)
+        };
+        if active {
+            g.pwqs[slot as usize].nr_active += 1;
+            g.worklist.push_back(item);
+        } else {
+            g.pwqs[slot as usize].inactive.push_back(item);
+        }
+        let wake = g.kick(self.managed);
+        match self.attrs.wake {
+            WakeMode::UnderLock => {
+                if let Some(t) = wake {
+                    t.unpark();
+                }
+                drop(g);
+            }
+            WakeMode::Deferred => {
+                drop(g);
+                if let Some(t) = wake {
+                    t.unpark();
+                }
+            }
+        }
+    }
+
+    /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`).
+    fn dec_in_flight(&self, g: &mut PoolInner, slot: u32, color: u8, active: bool, post: &mut Post) {
+        let p = &mut g.pwqs[slot as usize];
+        p.in_flight[color as usize] -= 1;
+        p.nr_in_flight -= 1;
+        let wq = p.wq.clone().expect("live pwq");
+        if (p.in_flight[color as usize] == 0 || p.nr_in_flight == 0) && wq.has_flushers() {
+            post.notify = Some(wq.clone());
+        }
+        if !active {
+            return;
+        }
+        p.nr_active -= 1;
+        if wq.unbound {
+            let node = p.node;
+            if wq.node_put(node) {
+                post.activate = Some((wq, node));
+            }
+        } else {
+            self.activate_pwq(g, slot);
+        }
+    }
+
+    /// Removes a pending item from this pool's lists (`try_to_grab_pending`'s steal).
+    fn steal(&'static self, work: &Arc<WorkInner>) -> bool {
+        let mut g = self.lock();
+        let mut found: Option<(Item, bool)> = None;
+        if let Some(i) = g.worklist.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
+            found = g.worklist.remove(i).map(|it| (it, true));
+        }
+        if found.is_none() {
+            for w in g.workers.iter_mut() {
+                if let Some(i) = w.scheduled.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
+                    found = w.scheduled.remove(i).map(|it| (it, true));
+                    break;
+                }
+            }
+        }
+        if found.is_none() {
+            for p in g.pwqs.iter_mut() {
+                if let Some(i) = p.inactive.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
+                    found = p.inactive.remove(i).map(|it| (it, false));
+                    break;
+                }
+            }
+        }
+        let Some((item, active)) = found else {
+            return false;
+        };
+        work.clear_pending();
+        let mut post = Post::default();
+        self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);
+        post.wake = g.kick(self.managed);
+        drop(g);
+        work.finish_cycle();
+        post.run();
+        true
+    }
+
+    /// Starts a worker thread (the manager's `create_worker`); called with the lock held.
+    fn create_worker<'a>(&'static self, mut g: MutexGuard<'a, PoolInner>) -> MutexGuard<'a, PoolInner> {
+        let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
+            Some(i) => i,
+            None => {
+                g.workers.push(WorkerSlot {
+                    thread: None,
+                    state: WState::Exited,
+                    current: None,
+                    current_pwq: 0,
+                    scheduled: VecDeque::new(),
+                    not_running: false,
+                });
+                g.workers.len() - 1
+            }
+        };
+        g.workers[idx].state = WState::Starting;
+        g.workers[idx].thread = None;
+        g.nr_workers += 1;
+        g.manager_active = true;
+        drop(g);
+        let res = if FAIL_CREATE.load(Ordering::SeqCst) {
+            Err(std::io::Error::other("worker creation disabled by test hook"))
+        } else {
+            thread::Builder::new()
+                .name(format!("cmwq/{}:{}", self.id, idx))
+                .spawn(move || worker_thread(self, idx))
+        };
+        let mut g = self.lock();
+        g.manager_active = false;
+        if res.is_err() {
+            self.create_failed.fetch_add(1, Ordering::Relaxed);
+            g.workers[idx].state = WState::Exited;
+            g.nr_workers -= 1;
+        }
+        g
+    }
+
+    /// Snapshot numbers: (workers, idle, running, worklist length).
+    pub(crate) fn counts(&self) -> (usize, usize, usize, usize) {
+        let g = self.lock();
+        (g.nr_workers, g.nr_idle(), g.nr_running, g.worklist.len())
+    }
+}
+
+/// Steals `work` off the pool that holds it, if any.
+pub(crate) fn steal_queued(work: &Arc<WorkInner>) -> bool {
+    let id = work.pool.load(Ordering::SeqCst);
+    if id == 0 {
+        return false;
+    }
+    get_pool(id - 1).is_some_and(|p| p.steal(work))
+}
+
+/// The pool and pwq where `work` is executing now, if it runs on `wq`'s pools.
+pub(crate) fn find_running(work: &Arc<WorkInner>, wq: &Arc<WqInner>) -> Option<(&'static Pool, u32)> {
+    let id = work.pool.load(Ordering::SeqCst);
+    let pool = get_pool(id.checked_sub(1)?)?;
+    let g = pool.lock();
+    let w = g.find_executing(work)?;
+    let slot = g.workers[w].current_pwq;
+    let same = g.pwqs[slot as usize]
+        .wq
+        .as_ref()
+        .is_some_and(|x| Arc::ptr_eq(x, wq));
+    same.then_some((pool, slot))
+}
+
+fn worker_thread(pool: &'static Pool, me: usize) {
+    WORKER.with(|w| w.set(Some((pool.id, me))));
+    let pinned = if pool.attrs.strict || pool.attrs.cpu.is_some() {
+        &pool.attrs.pod_cpus
+    } else {
+        &pool.attrs.cpus
+    };
+    let _ = sched::set_affinity(pinned);
+    if pool.attrs.highpri {
+        let _ = sched::set_nice(-20);
+    }
+    let repatriate = !pool.attrs.strict && pool.attrs.cpu.is_none() && pool.attrs.pod_cpus != pool.attrs.cpus;
+    let mut g = pool.lock();
+    g.workers[me].thread = Some(thread::current());
+    g.workers[me].state = WState::Running;
+    loop {
+        // ---- idle ----
+        if !g.need_more_worker(pool.managed) {
+            g.workers[me].state = WState::Idle;
+            g.idle.push(me);
+            loop {
+                drop(g);
+                let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
+                let t0 = std::time::Instant::now();
+                thread::park_timeout(timeout);
+                let timed_out = t0.elapsed() >= timeout;
+                g = pool.lock();
+                if g.workers[me].state == WState::Woken {
+                    break;
+                }
+                let cull = (timed_out && g.too_many_workers()) || (g.dying && g.worklist.is_empty());
+                if cull {
+                    if let Some(pos) = g.idle.iter().position(|&i| i == me) {
+                        g.idle.remove(pos);
+                    }
+                    g.workers[me].state = WState::Exited;
+                    g.workers[me].thread = None;
+                    g.nr_workers -= 1;
+                    return;
+                }
+                if g.need_more_worker(pool.managed) {
+                    if let Some(pos) = g.idle.iter().position(|&i| i == me) {
+                        g.idle.remove(pos);
+                    }
+                    break;
+                }
+            }
+        }
+        g.workers[me].state = WState::Running;
+        if !g.need_more_worker(pool.managed) {
+            continue;
+        }
+        // The manager rule: keep one idle worker in reserve.
+        if !g.may_start_working() && !g.manager_active {
+            g = pool.create_worker(g);
+        }
+        if repatriate {
+            let c = sched::current_cpu();
+            if !pool.attrs.pod_cpus.contains(&c) {
+                drop(g);
+                let _ = sched::set_affinity(&pool.attrs.pod_cpus);
+                let _ = sched::set_affinity(&pool.attrs.cpus);
+                pool.repatriated.fetch_add(1, Ordering::Relaxed);
+                g = pool.lock();
+            }
+        }
+        if pool.managed {
+            g.nr_running += 1;
+        }
+        loop {
+            let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
+                it
+            } else if g.keep_working(pool.managed) {
+                g.worklist.pop_front().expect("keep_working saw work")
+            } else {
+                break;
+            };
+            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != me) {
+                // Non-reentrancy inside the pool: the item waits for its running instance.
+                g.workers[other].scheduled.push_back(item);
+                continue;
+            }
+            g = process_one_work(pool, me, g, item);
+        }
+        if pool.managed {
+            g.nr_running -= 1;
+        }
+    }
+}
+
+fn process_one_work<'a>(
+    pool: &'static Pool,
+    me: usize,
+    mut g: MutexGuard<'a, PoolInner>,
+    item: Item,
+) -> MutexGuard<'a, PoolInner> {
+    let wq = g.pwqs[item.pwq as usize].wq.clone().expect("live pwq");
+    g.workers[me].current = Some(item.work.clone());
+    g.workers[me].current_pwq = item.pwq;
+    item.work.clear_pending();
+    let intensive = pool.managed && wq.cpu_intensive;
+    if intensive {
+        g.workers[me].not_running = true;
+        g.nr_running -= 1;
+    }
+    // Chain execution: wake another worker if work still waits and nobody runs.
+    let wake = g.kick(pool.managed);
+    drop(g);
+    if let Some(t) = wake {
+        t.unpark();
+    }
+    wq.stats.started.fetch_add(1, Ordering::Relaxed);
+    let wq_addr = Arc::as_ptr(&wq) as usize;
+    CURRENT_WQ.with(|c| c.set(wq_addr));
+    let res = catch_unwind(AssertUnwindSafe(|| (item.work.func)()));
+    CURRENT_WQ.with(|c| c.set(0));
+    if let Err(payload) = res {
+        wq.stats.panics.fetch_add(1, Ordering::Relaxed);
+        crate::workqueue::report_panic(&wq.name, payload.as_ref());
+    }
+    wq.stats.completed.fetch_add(1, Ordering::Relaxed);
+    let mut g = pool.lock();
+    if intensive {
+        g.workers[me].not_running = false;
+        g.nr_running += 1;
+    }
+    g.workers[me].current = None;
+    let mut post = Post::default();
+    pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
+    item.work.finish_cycle();
+    if post.notify.is_some() || post.activate.is_some() {
+        drop(g);
+        post.run();
+        g = pool.lock();
+    }
+    g
+}
+
+/// Marks the calling worker as blocked for the duration of `f`, so a
+/// concurrency-managed pool starts another worker meanwhile (the kernel learns
+/// this from the scheduler; user space has to be told). Outside a worker of a
+/// bound pool it just runs `f`.
+///
+/// ```
+/// let v = cmwq::blocking(|| 40 + 2);
+/// assert_eq!(v, 42);
+/// ```
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let _g = BlockingGuard::new();
+    f()
+}
+
+/// The guard form of [`blocking`]: the worker counts as blocked until it drops.
+#[must_use = "the worker counts as blocked only while the guard lives"]
+pub struct BlockingGuard {
+    slot: Option<(&'static Pool, usize)>,
+}
+
+impl BlockingGuard {
+    /// Marks the calling worker blocked (no effect outside a bound pool's worker,
+    /// or when it is already marked).
+    pub fn new() -> BlockingGuard {
+        let Some((pid, me)) = WORKER.with(|w| w.get()) else {
+            return BlockingGuard { slot: None };
+        };
+        let Some(pool) = get_pool(pid).filter(|p| p.managed) else {
+            return BlockingGuard { slot: None };
+        };
+        let mut g = pool.lock();
+        if g.workers[me].not_running || g.workers[me].current.is_none() {
+            return BlockingGuard { slot: None };
+        }
+        g.workers[me].not_running = true;
+        g.nr_running -= 1;
+        let wake = g.kick(true);
+        if wake.is_some() {
+            let slot = g.workers[me].current_pwq;
+            if let Some(wq) = &g.pwqs[slot as usize].wq {
+                wq.stats.cm_wakeup.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if g.need_more_worker(true) && g.idle.is_empty() && !g.manager_active {
+            g = pool.create_worker(g);
+        }
+        drop(g);
+        if let Some(t) = wake {
+            t.unpark();
+        }
+        BlockingGuard { slot: Some((pool, me)) }
+    }
+}
+
+impl Default for BlockingGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for BlockingGuard {
+    fn drop(&mut self) {
+        if let Some((pool, me)) = self.slot {
+            let mut g = pool.lock();
+            g.workers[me].not_running = false;
+            g.nr_running += 1;
+        }
+    }
+}

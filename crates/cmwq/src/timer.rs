@@ -1,0 +1,144 @@
+//! Delayed work: one timer thread for the whole process.
+//!
+//! An armed item owns its PENDING bit (taken by `queue_delayed`), so cancelling
+//! it is a matter of removing its entry from `armed`; the heap may keep a stale
+//! entry, which the timer thread skips because its sequence number no longer
+//! matches. Expiry hands the item to its workqueue with PENDING still held.
+//! `deliver` serialises the hand-off with workqueue destruction, which fires
+//! every timer of the dying queue at once so nothing it was given is lost.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::work::WorkInner;
+use crate::workqueue::WqInner;
+
+struct Armed {
+    seq: u64,
+    work: Arc<WorkInner>,
+    wq: Arc<WqInner>,
+    cpu: Option<usize>,
+}
+
+#[derive(Default)]
+struct State {
+    heap: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    armed: HashMap<usize, Armed>,
+    seq: u64,
+}
+
+struct Timer {
+    state: Mutex<State>,
+    cv: Condvar,
+    deliver: Mutex<()>,
+}
+
+static TIMER: OnceLock<Timer> = OnceLock::new();
+
+fn timer() -> &'static Timer {
+    TIMER.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("cmwq-timer".into())
+            .spawn(timer_thread)
+            .expect("cmwq: cannot start the timer thread");
+        Timer { state: Mutex::new(State::default()), cv: Condvar::new(), deliver: Mutex::new(()) }
+    })
+}
+
+fn key(w: &Arc<WorkInner>) -> usize {
+    Arc::as_ptr(w) as usize
+}
+
+/// Arms the timer of a claimed item.
+pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, delay: Duration) {
+    let t = timer();
+    let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+    s.seq += 1;
+    let seq = s.seq;
+    let k = key(work);
+    s.armed.insert(k, Armed { seq, work: work.clone(), wq: wq.clone(), cpu });
+    s.heap.push(Reverse((Instant::now() + delay, seq, k)));
+    drop(s);
+    t.cv.notify_one();
+}
+
+/// Disarms `work` if its timer is armed; the cycle ends as cancelled.
+pub(crate) fn steal(work: &Arc<WorkInner>) -> bool {
+    let Some(t) = TIMER.get() else { return false };
+    let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+    if s.armed.remove(&key(work)).is_none() {
+        return false;
+    }
+    work.clear_pending();
+    drop(s);
+    work.finish_cycle();
+    true
+}
+
+/// If `work`'s timer is armed, queues it now.
+pub(crate) fn fire_now(work: &Arc<WorkInner>) {
+    let Some(t) = TIMER.get() else { return };
+    let _d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
+    let a = t.state.lock().unwrap_or_else(|e| e.into_inner()).armed.remove(&key(work));
+    if let Some(a) = a {
+        a.wq.queue_claimed(&a.work, a.cpu);
+    }
+}
+
+/// Queues every armed item of `wq` now (workqueue destruction).
+pub(crate) fn fire_all_for(wq: &Arc<WqInner>) {
+    let Some(t) = TIMER.get() else { return };
+    let _d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+    let keys: Vec<usize> = s
+        .armed
+        .iter()
+        .filter(|(_, a)| Arc::ptr_eq(&a.wq, wq))
+        .map(|(k, _)| *k)
+        .collect();
+    let fired: Vec<Armed> = keys.iter().filter_map(|k| s.armed.remove(k)).collect();
+    drop(s);
+    for a in fired {
+        a.wq.queue_claimed(&a.work, a.cpu);
+    }
+}
+
+fn timer_thread() {
+    let t = loop {
+        if let Some(t) = TIMER.get() {
+            break t;
+        }
+        std::thread::yield_now();
+    };
+    let mut fired = Vec::new();
+    loop {
+        let d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        while let Some(Reverse((at, seq, k))) = s.heap.peek().copied() {
+            if at > now {
+                break;
+            }
+            s.heap.pop();
+            if s.armed.get(&k).is_some_and(|a| a.seq == seq) {
+                fired.extend(s.armed.remove(&k));
+            }
+        }
+        if fired.is_empty() {
+            drop(d);
+            let wait = s.heap.peek().map(|Reverse((at, _, _))| at.saturating_duration_since(now));
+            let _s = match wait {
+                Some(w) => t.cv.wait_timeout(s, w).unwrap_or_else(|e| e.into_inner()).0,
+                None => t.cv.wait(s).unwrap_or_else(|e| e.into_inner()),
+            };
+            continue;
+        }
+        drop(s);
+        for a in fired.drain(..) {
+            a.wq.queue_claimed(&a.work, a.cpu);
+        }
+        drop(d);
+    }
+}

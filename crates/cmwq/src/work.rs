@@ -1,0 +1,219 @@
+//! Work items: a callback and one atomic state word.
+//!
+//! The state word carries the kernel's `PENDING` bit and a disable depth. Whoever
+//! sets `PENDING` owns the next *queue cycle*: that thread, and only that thread,
+//! puts the item on a list; the worker that takes it off clears `PENDING` under
+//! the pool lock before it calls the callback, so the callback may queue its own
+//! item again. A cycle ends when the callback returns or when a cancel steals the
+//! item off its list; the `queued` and `done` counters count cycles, which is
+//! what [`Work::flush`] waits on (the kernel inserts a barrier work instead; a
+//! counter pair gives the same answer without a second list entry).
+//!
+//! Where a pending item sits is named by `pool`, the id of the pool whose lists
+//! hold it (or where it last ran). A canceller that sees `PENDING` looks there; if
+//! the queueing thread has not pushed the item yet it retries, as the kernel's
+//! `try_to_grab_pending` returns `-EAGAIN`.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+pub(crate) const PENDING: u32 = 1;
+const DISABLE_ONE: u32 = 1 << 16;
+
+/// The shared part of a [`Work`].
+pub(crate) struct WorkInner {
+    pub(crate) state: AtomicU32,
+    pub(crate) func: Box<dyn Fn() + Send + Sync>,
+    /// Id + 1 of the pool that holds the item or last ran it; 0: never queued.
+    pub(crate) pool: AtomicU32,
+    pub(crate) queued: AtomicU64,
+    pub(crate) done: AtomicU64,
+    waiters: AtomicU32,
+    wait_lock: Mutex<()>,
+    wait_cv: Condvar,
+}
+
+impl WorkInner {
+    /// Takes the next queue cycle: sets PENDING unless it is set or the work is disabled.
+    pub(crate) fn try_claim(&self) -> bool {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            if s & PENDING != 0 || s >= DISABLE_ONE {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                s,
+                s | PENDING,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.queued.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    pub(crate) fn clear_pending(&self) {
+        self.state.fetch_and(!PENDING, Ordering::SeqCst);
+    }
+
+    /// Ends one cycle (ran or was cancelled) and wakes flushers.
+    pub(crate) fn finish_cycle(&self) {
+        self.done.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.wait_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.wait_cv.notify_all();
+        }
+    }
+
+    /// Waits until every cycle queued so far has ended; true if it had to wait.
+    pub(crate) fn wait_cycles(&self) -> bool {
+        let target = self.queued.load(Ordering::SeqCst);
+        if self.done.load(Ordering::SeqCst) >= target {
+            return false;
+        }
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.wait_lock.lock().unwrap_or_else(|e| e.into_inner());
+        while self.done.load(Ordering::SeqCst) < target {
+            g = self.wait_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(g);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        true
+    }
+
+    fn disable_inc(&self) {
+        self.state.fetch_add(DISABLE_ONE, Ordering::SeqCst);
+    }
+
+    fn disable_dec(&self) -> bool {
+        let prev = self
+            .state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                (s >= DISABLE_ONE).then(|| s - DISABLE_ONE)
+            });
+        matches!(prev, Ok(s) if s < 2 * DISABLE_ONE)
+    }
+
+    /// Steals a pending cycle off whatever list holds it. True if it was pending.
+    pub(crate) fn grab_pending(self: &Arc<Self>) -> bool {
+        loop {
+            if self.state.load(Ordering::SeqCst) & PENDING == 0 {
+                return false;
+            }
+            if crate::timer::steal(self) {
+                return true;
+            }
+            if crate::pool::steal_queued(self) {
+                return true;
+            }
+            // The queueing thread owns PENDING but has not pushed the item yet.
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A work item: a callback that a [`Workqueue`](crate::Workqueue) runs on one of its workers.
+///
+/// Cloning a `Work` gives another handle to the same item. As in the kernel:
+/// queueing an item that is already pending returns false; an item never runs
+/// on two workers at once; a running item may be queued again.
+///
+/// ```
+/// use cmwq::{Work, Workqueue};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+///
+/// let wq = Workqueue::builder("example").build().unwrap();
+/// let n = Arc::new(AtomicUsize::new(0));
+/// let n2 = n.clone();
+/// let w = Work::new(move || { n2.fetch_add(1, Ordering::SeqCst); });
+/// assert!(wq.queue(&w));
+/// w.flush();
+/// assert_eq!(n.load(Ordering::SeqCst), 1);
+/// ```
+#[derive(Clone)]
+pub struct Work(pub(crate) Arc<WorkInner>);
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Work")
+            .field("pending", &self.is_pending())
+            .field("queued", &self.0.queued.load(Ordering::Relaxed))
+            .field("done", &self.0.done.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Work {
+    /// Makes a work item that runs `f` each time it is queued.
+    pub fn new(f: impl Fn() + Send + Sync + 'static) -> Work {
+        Work(Arc::new(WorkInner {
+            state: AtomicU32::new(0),
+            func: Box::new(f),
+            pool: AtomicU32::new(0),
+            queued: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            waiters: AtomicU32::new(0),
+            wait_lock: Mutex::new(()),
+            wait_cv: Condvar::new(),
+        }))
+    }
+
+    /// True while the item is queued and has not started (the kernel's `work_pending`).
+    pub fn is_pending(&self) -> bool {
+        self.0.state.load(Ordering::SeqCst) & PENDING != 0
+    }
+
+    /// True while the item is disabled (queueing it returns false).
+    pub fn is_disabled(&self) -> bool {
+        self.0.state.load(Ordering::SeqCst) >= DISABLE_ONE
+    }
+
+    /// Waits until the last queued instance has finished running (`flush_work`).
+    /// Returns false if there was nothing to wait for.
+    pub fn flush(&self) -> bool {
+        self.0.wait_cycles()
+    }
+
+    /// Takes the item off its queue if it is pending (`cancel_work`); does not wait
+    /// for a running instance. Returns whether it was pending.
+    pub fn cancel(&self) -> bool {
+        self.0.grab_pending()
+    }
+
+    /// Cancels a pending instance and waits for a running one (`cancel_work_sync`).
+    /// While it runs, queueing the item returns false. Returns whether it was pending.
+    /// Must not be called from the item's own callback (it would wait for itself).
+    pub fn cancel_sync(&self) -> bool {
+        self.0.disable_inc();
+        let was = self.0.grab_pending();
+        self.0.wait_cycles();
+        self.0.disable_dec();
+        was
+    }
+
+    /// Disables the item: cancels a pending instance and makes `queue` return false
+    /// until a matching [`enable`](Self::enable). Nests. Returns whether it was pending.
+    pub fn disable(&self) -> bool {
+        self.0.disable_inc();
+        self.0.grab_pending()
+    }
+
+    /// Like [`disable`](Self::disable), then waits for a running instance.
+    pub fn disable_sync(&self) -> bool {
+        let was = self.disable();
+        self.0.wait_cycles();
+        was
+    }
+
+    /// Undoes one [`disable`](Self::disable). Returns true when the item is enabled again.
+    /// Enabling an item that is not disabled does nothing and returns false.
+    pub fn enable(&self) -> bool {
+        self.0.disable_dec()
+    }
+}

@@ -1,0 +1,943 @@
+//! Workqueues: the object a user queues to, mapped onto shared worker pools.
+//!
+//! As in the kernel, a workqueue owns no threads. It owns one *pool workqueue*
+//! (pwq) per pool it uses: per CPU for bound queues (the CPU's pool of the right
+//! priority), per pod for unbound queues (the pod's pool of the workqueue's
+//! attributes, shared with every other workqueue of the same attributes), and a
+//! default pwq covering the whole cpumask. A pwq carries the workqueue's
+//! per-pool state: `max_active` accounting, the inactive list, and the flush
+//! colour counters.
+//!
+//! `queue` claims the item's PENDING bit, then picks a pwq: the pool where the
+//! item runs right now if it does (non-reentrancy), else the pwq of the calling
+//! CPU. `max_active` is per CPU for bound queues; for unbound queues it is a
+//! system-wide budget cut per NUMA node with the kernel's `min_active` floor of 8.
+//!
+//! `flush` uses flush colours: each pwq stamps new items with its current colour;
+//! a flusher moves every pwq to the next colour and waits until no item of an
+//! older colour is left, so it never waits for work queued after it was called.
+//! Sixteen colours live at once; a seventeenth flusher waits for the oldest to
+//! drain (the kernel queues it on an overflow list).
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::pool::{self, NR_COLORS, Pool, PoolAttrs, WakeMode};
+use crate::sched;
+use crate::timer;
+use crate::topology::{self, Scope, Topology};
+use crate::work::{Work, WorkInner};
+
+/// The kernel's `WQ_MAX_ACTIVE` (2048 since the 2026 patch).
+pub const MAX_ACTIVE: usize = 2048;
+/// The kernel's `WQ_DFL_ACTIVE`: `MAX_ACTIVE / 2`.
+pub const DFL_ACTIVE: usize = MAX_ACTIVE / 2;
+/// The kernel's floor of per-node `max_active` for unbound queues.
+pub const MIN_ACTIVE: usize = 8;
+
+/// Workqueue flags, named as the kernel's `WQ_*`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WqFlags(u32);
+
+impl WqFlags {
+    /// No flags: a bound (per-CPU) workqueue.
+    pub const NONE: WqFlags = WqFlags(0);
+    /// Not bound to a CPU: pools per pod of the affinity scope.
+    pub const UNBOUND: WqFlags = WqFlags(1 << 1);
+    /// Can be frozen with [`Workqueue::freeze`].
+    pub const FREEZABLE: WqFlags = WqFlags(1 << 2);
+    /// Guaranteed forward progress under memory pressure (a rescuer).
+    pub const MEM_RECLAIM: WqFlags = WqFlags(1 << 3);
+    /// Served by the high-priority (nice -20) pools.
+    pub const HIGHPRI: WqFlags = WqFlags(1 << 4);
+    /// Items do not count toward concurrency management.
+    pub const CPU_INTENSIVE: WqFlags = WqFlags(1 << 5);
+
+    /// Whether all flags of `other` are set.
+    pub fn contains(self, other: WqFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// The raw bits (the kernel's values).
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl std::ops::BitOr for WqFlags {
+    type Output = WqFlags;
+    fn bitor(self, rhs: WqFlags) -> WqFlags {
+        WqFlags(self.0 | rhs.0)
+    }
+}
+
+/// Counters of one workqueue (what `wq_monitor.py` shows).
+#[derive(Default)]
+pub(crate) struct WqStats {
+    pub queued: AtomicU64,
+    pub started: AtomicU64,
+    pub completed: AtomicU64,
+    pub panics: AtomicU64,
+    pub cm_wakeup: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+/// A snapshot of a workqueue's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WorkqueueStats {
+    /// Items put on a list (successful queue cycles, delayed ones once their timer fired).
+    pub queued: u64,
+    /// Callbacks started (the kernel's `total`).
+    pub started: u64,
+    /// Callbacks returned or panicked.
+    pub completed: u64,
+    /// Started but not completed (`infl`).
+    pub in_flight: u64,
+    /// Callbacks that panicked (caught; the worker lives on).
+    pub panics: u64,
+    /// Extra workers woken because a worker blocked (`CM_WAKEUP`).
+    pub cm_wakeup: u64,
+    /// Queue attempts refused while draining.
+    pub rejected: u64,
+}
+
+struct NodeActive {
+    nr: usize,
+    max: usize,
+    /// Inactive items waiting for budget, as (pool id, pwq slot), oldest first.
+    pending: VecDeque<(u32, u32)>,
+}
+
+#[derive(Clone, Copy)]
+struct PwqRef {
+    pool: &'static Pool,
+    slot: u32,
+}
+
+struct Pwqs {
+    /// Per topology CPU id.
+    cpu: Vec<Option<PwqRef>>,
+    dfl: Option<PwqRef>,
+    all: Vec<PwqRef>,
+}
+
+/// The shared state of a workqueue.
+pub(crate) struct WqInner {
+    pub name: String,
+    pub flags: WqFlags,
+    pub unbound: bool,
+    pub ordered: bool,
+    pub cpu_intensive: bool,
+    pub frozen: AtomicBool,
+    draining: AtomicU32,
+    destroyed: AtomicBool,
+    pub stats: WqStats,
+    max_active: AtomicUsize,
+    nodes: Vec<Mutex<NodeActive>>,
+    node_cpus: Vec<usize>,
+    pwqs: RwLock<Pwqs>,
+    flush_lock: Mutex<u64>,
+    flush_cv: Condvar,
+    flushers: AtomicU32,
+    /// Topology CPU ids that route work (the online CPUs of the cpumask or machine).
+    route_cpus: Vec<usize>,
+    rr: AtomicUsize,
+    handles: AtomicUsize,
+}
+
+impl WqInner {
+    pub(crate) fn has_flushers(&self) -> bool {
+        self.flushers.load(Ordering::SeqCst) > 0
+    }
+
+    pub(crate) fn notify_flushers(&self) {
+        let _g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.flush_cv.notify_all();
+    }
+
+    /// Takes one unit of the node's active budget, or queues the pwq as waiting.
+    pub(crate) fn node_try_get(&self, node: usize, pool: u32, slot: u32) -> bool {
+        let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
+        if !self.frozen.load(Ordering::SeqCst) && n.nr < n.max {
+            n.nr += 1;
+            true
+        } else {
+            n.pending.push_back((pool, slot));
+            false
+        }
+    }
+
+    /// Returns one unit of budget; true if some pwq waits for it.
+    pub(crate) fn node_put(&self, node: usize) -> bool {
+        let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
+        n.nr -= 1;
+        !n.pending.is_empty()
+    }
+
+    /// Activates waiting items while the node's budget allows (`node_activate_pending_pwq`).
+    pub(crate) fn node_activate(self: &Arc<Self>, node: usize) {
+        loop {
+            let (pool, slot) = {
+                let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
+                if self.frozen.load(Ordering::SeqCst) || n.nr >= n.max {
+                    return;
+                }
+                let Some(e) = n.pending.pop_front() else { return };
+                n.nr += 1;
+                e
+            };
+            let used = pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self));
+            if !used {
+                let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
+                n.nr -= 1;
+            }
+        }
+    }
+
+    fn pwq_list(&self) -> Vec<PwqRef> {
+        self.pwqs.read().unwrap_or_else(|e| e.into_inner()).all.clone()
+    }
+
+    fn nr_in_flight(&self) -> usize {
+        self.pwq_list()
+            .iter()
+            .map(|r| r.pool.with_pwq(r.slot, |p| p.nr_in_flight))
+            .sum()
+    }
+
+    fn node_maxes(&self, max_active: usize) -> Vec<usize> {
+        let total: usize = self.node_cpus.iter().sum::<usize>().max(1);
+        let min = max_active.min(MIN_ACTIVE);
+        self.node_cpus
+            .iter()
+            .map(|&c| (max_active * c).div_ceil(total).clamp(min, max_active))
+            .collect()
+    }
+
+    /// Queues a work whose PENDING bit the caller owns (`__queue_work`).
+    pub(crate) fn queue_claimed(self: &Arc<Self>, work: &Arc<WorkInner>, cpu: Option<usize>) {
+        if self.draining.load(Ordering::SeqCst) > 0
+            && pool::current_wq_addr() != Arc::as_ptr(self) as usize
+        {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            work.clear_pending();
+            work.finish_cycle();
+            return;
+        }
+        let target = {
+            let p = self.pwqs.read().unwrap_or_else(|e| e.into_inner());
+            if self.ordered {
+                p.dfl
+            } else {
+                let c = cpu.unwrap_or_else(|| self.local_cpu());
+                p.cpu.get(c).copied().flatten().or(p.dfl)
+            }
+        };
+        let Some(mut target) = target else {
+            // A bound queue and a CPU without a pwq: take the first CPU's.
+            let p = self.pwqs.read().unwrap_or_else(|e| e.into_inner());
+            let first = p.all[0];
+            drop(p);
+            first.pool.insert(first.slot, work, self.unbound);
+            return;
+        };
+        if !self.ordered
+            && let Some((pool, slot)) = pool::find_running(work, self)
+        {
+            target = PwqRef { pool, slot };
+        }
+        target.pool.insert(target.slot, work, self.unbound);
+    }
+
+    /// The topology CPU that routes work queued from here.
+    fn local_cpu(&self) -> usize {
+        let c = sched::current_cpu();
+        if self.route_cpus.binary_search(&c).is_ok() {
+            c
+        } else {
+            let i = self.rr.fetch_add(1, Ordering::Relaxed);
+            self.route_cpus[i % self.route_cpus.len()]
+        }
+    }
+
+    fn flush(&self) {
+        self.flushers.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let pwqs = self.pwq_list();
+        let next = ((*g + 1) % NR_COLORS as u64) as usize;
+        // Make room: the next colour's slot must hold nothing of 16 colours ago.
+        while pwqs
+            .iter()
+            .any(|r| r.pool.with_pwq(r.slot, |p| p.in_flight[next] > 0))
+        {
+            g = self.flush_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        *g += 1;
+        let new = *g;
+        for r in &pwqs {
+            r.pool.pwq_flip_color(r.slot, next as u8);
+        }
+        loop {
+            let cur = *g;
+            let span = (cur - new) as usize;
+            let young = |i: usize| (i + NR_COLORS - next) % NR_COLORS <= span;
+            let done = pwqs.iter().all(|r| {
+                r.pool.with_pwq(r.slot, |p| {
+                    (0..NR_COLORS).all(|i| p.in_flight[i] == 0 || young(i))
+                })
+            });
+            if done {
+                break;
+            }
+            g = self.flush_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(g);
+        self.flushers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn drain(&self) {
+        self.draining.fetch_add(1, Ordering::SeqCst);
+        loop {
+            self.flush();
+            if self.nr_in_flight() == 0 {
+                break;
+            }
+        }
+        self.draining.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn destroy(self: &Arc<Self>) {
+        if self.destroyed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        timer::fire_all_for(self);
+        self.drain();
+        self.draining.fetch_add(1, Ordering::SeqCst);
+        for n in &self.nodes {
+            n.lock().unwrap_or_else(|e| e.into_inner()).pending.clear();
+        }
+        let mut p = self.pwqs.write().unwrap_or_else(|e| e.into_inner());
+        let all = std::mem::take(&mut p.all);
+        p.cpu.clear();
+        p.dfl = None;
+        drop(p);
+        for r in all {
+            r.pool.detach(r.slot);
+        }
+        unregister(self);
+    }
+}
+
+/// Builds a [`Workqueue`], in the kernel's terms (`alloc_workqueue` and its attrs).
+#[derive(Clone, Debug)]
+pub struct WorkqueueBuilder {
+    name: String,
+    flags: WqFlags,
+    max_active: Option<usize>,
+    ordered: bool,
+    scope: Option<Scope>,
+    strict: bool,
+    cpumask: Option<Vec<usize>>,
+    wake: WakeMode,
+    topology: Option<Arc<Topology>>,
+    cache_shard_size: Option<usize>,
+}
+
+/// A workqueue: queue [`Work`] to it; it runs on shared, topology-aware pools.
+///
+/// Handles are cheap to clone; when the last one is dropped the workqueue is
+/// destroyed: pending delayed work is queued at once, everything queued runs,
+/// then its pools are released. Nothing queued is dropped.
+///
+/// ```
+/// use cmwq::{Work, Workqueue, topology::Scope};
+/// let wq = Workqueue::builder("io").unbound().affinity_scope(Scope::Cache).build().unwrap();
+/// let w = Work::new(|| println!("ran"));
+/// assert!(wq.queue(&w));
+/// wq.flush();
+/// ```
+pub struct Workqueue {
+    inner: Arc<WqInner>,
+}
+
+impl Clone for Workqueue {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::SeqCst);
+        Workqueue {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl Drop for Workqueue {
+    fn drop(&mut self) {
+        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        let inner = self.inner.clone();
+        if pool::current_wq_addr() == Arc::as_ptr(&inner) as usize {
+            // Dropped by its own work item: draining here would wait for ourselves.
+            let _ = std::thread::Builder::new()
+                .name("cmwq-destroy".into())
+                .spawn(move || inner.destroy());
+        } else {
+            inner.destroy();
+        }
+    }
+}
+
+impl std::fmt::Debug for Workqueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workqueue")
+            .field("name", &self.inner.name)
+            .field("flags", &self.inner.flags)
+            .finish()
+    }
+}
+
+fn system_topology() -> &'static Arc<Topology> {
+    static T: OnceLock<Arc<Topology>> = OnceLock::new();
+    T.get_or_init(|| {
+        let t = Topology::detect()
+            .and_then(|t| t.restrict_to_affinity())
+            .or_else(|_| {
+                let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+                Topology::from_synthetic(&format!("pack:1 l3:1 core:{n} pu:1"))
+            })
+            .expect("a one-package synthetic topology always builds");
+        Arc::new(t)
+    })
+}
+
+impl WorkqueueBuilder {
+    /// Sets flags (ORs them in).
+    pub fn flags(mut self, f: WqFlags) -> Self {
+        self.flags = self.flags | f;
+        self
+    }
+    /// `WQ_UNBOUND`.
+    pub fn unbound(self) -> Self {
+        self.flags(WqFlags::UNBOUND)
+    }
+    /// `WQ_HIGHPRI`.
+    pub fn highpri(self) -> Self {
+        self.flags(WqFlags::HIGHPRI)
+    }
+    /// `WQ_CPU_INTENSIVE`.
+    pub fn cpu_intensive(self) -> Self {
+        self.flags(WqFlags::CPU_INTENSIVE)
+    }
+    /// `WQ_FREEZABLE`.
+    pub fn freezable(self) -> Self {
+        self.flags(WqFlags::FREEZABLE)
+    }
+    /// `max_active`: 1..=[`MAX_ACTIVE`]; default [`DFL_ACTIVE`].
+    pub fn max_active(mut self, n: usize) -> Self {
+        self.max_active = Some(n);
+        self
+    }
+    /// An ordered workqueue (`alloc_ordered_workqueue`): unbound, one item at a
+    /// time, in queueing order.
+    pub fn ordered(mut self) -> Self {
+        self.ordered = true;
+        self.flags = self.flags | WqFlags::UNBOUND;
+        self
+    }
+    /// The affinity scope of an unbound queue (default `cache_shard`).
+    pub fn affinity_scope(mut self, s: Scope) -> Self {
+        self.scope = Some(s);
+        self
+    }
+    /// Bind workers to their pod (`affinity_strict`).
+    pub fn affinity_strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+    /// CPUs the unbound queue may use (topology CPU ids).
+    pub fn cpumask(mut self, cpus: &[usize]) -> Self {
+        self.cpumask = Some(cpus.to_vec());
+        self
+    }
+    /// When a queueing thread wakes the worker (default: after unlocking).
+    pub fn wake_mode(mut self, w: WakeMode) -> Self {
+        self.wake = w;
+        self
+    }
+    /// Cut pods from this topology instead of the machine's. A topology larger
+    /// than the machine is folded onto the real CPUs (CPU `i` runs on online CPU
+    /// `i mod n`), so a Grace or EPYC layout's pools can be exercised anywhere.
+    pub fn topology(mut self, t: Arc<Topology>) -> Self {
+        self.topology = Some(t);
+        self
+    }
+    /// The shard size of the `cache_shard` scope (default 8; 0 behaves as 1).
+    pub fn cache_shard_size(mut self, n: usize) -> Self {
+        self.cache_shard_size = Some(n);
+        self
+    }
+
+    /// Creates the workqueue.
+    pub fn build(self) -> Result<Workqueue, Error> {
+        let max_active = match self.max_active {
+            None => {
+                if self.ordered {
+                    1
+                } else {
+                    DFL_ACTIVE
+                }
+            }
+            Some(n) if n == 0 || n > MAX_ACTIVE => {
+                return Err(Error::InvalidMaxActive { value: n, max: MAX_ACTIVE });
+            }
+            Some(n) if self.ordered && n != 1 => return Err(Error::OrderedMaxActive(n)),
+            Some(n) => n,
+        };
+        let unbound = self.flags.contains(WqFlags::UNBOUND);
+        let highpri = self.flags.contains(WqFlags::HIGHPRI);
+        let custom = self.topology.is_some();
+        let topo = self.topology.clone().unwrap_or_else(|| system_topology().clone());
+        let real: Vec<usize> = system_topology().online().to_vec();
+        let to_real = |c: usize| if custom { real[c % real.len()] } else { c };
+        let online = topo.online().to_vec();
+        let mask: Vec<usize> = match &self.cpumask {
+            Some(m) => {
+                let v: Vec<usize> = online.iter().copied().filter(|c| m.contains(c)).collect();
+                if v.is_empty() {
+                    return Err(Error::EmptyCpumask { requested: m.clone() });
+                }
+                v
+            }
+            None => online.clone(),
+        };
+        let nr_nodes = topo.nr_nodes().max(1);
+        let mut node_cpus = vec![0usize; nr_nodes];
+        for &c in &mask {
+            node_cpus[topo.cpu_node(c).min(nr_nodes - 1)] += 1;
+        }
+        let inner = Arc::new(WqInner {
+            name: self.name.clone(),
+            flags: self.flags,
+            unbound,
+            ordered: self.ordered,
+            cpu_intensive: self.flags.contains(WqFlags::CPU_INTENSIVE),
+            frozen: AtomicBool::new(false),
+            draining: AtomicU32::new(0),
+            destroyed: AtomicBool::new(false),
+            stats: WqStats::default(),
+            max_active: AtomicUsize::new(max_active),
+            nodes: Vec::new(),
+            node_cpus,
+            pwqs: RwLock::new(Pwqs { cpu: Vec::new(), dfl: None, all: Vec::new() }),
+            flush_lock: Mutex::new(0),
+            flush_cv: Condvar::new(),
+            flushers: AtomicU32::new(0),
+            route_cpus: mask.clone(),
+            rr: AtomicUsize::new(0),
+            handles: AtomicUsize::new(1),
+        });
+        // Node budgets need node_cpus, which live in the Arc: fill them in place.
+        let maxes = inner.node_maxes(max_active);
+        let inner = {
+            let mut i = Arc::try_unwrap(inner).ok().expect("not shared yet");
+            i.nodes = maxes
+                .into_iter()
+                .map(|max| Mutex::new(NodeActive { nr: 0, max, pending: VecDeque::new() }))
+                .collect();
+            Arc::new(i)
+        };
+        let mut tab = Pwqs { cpu: vec![None; topo.nr_cpu_ids().max(real.iter().max().map_or(0, |m| m + 1))], dfl: None, all: Vec::new() };
+        if !unbound {
+            for &c in &real {
+                let pool = pool::bound_pool(c, highpri, self.wake)?;
+                let slot = pool.attach(inner.clone(), max_active, 0);
+                let r = PwqRef { pool, slot };
+                tab.cpu[c] = Some(r);
+                tab.all.push(r);
+            }
+        } else {
+            let mut real_mask: Vec<usize> = mask.iter().map(|&c| to_real(c)).collect();
+            real_mask.sort_unstable();
+            real_mask.dedup();
+            let dfl_node = topo.cpu_node(mask[0]).min(nr_nodes - 1);
+            let dfl_pool = pool::unbound_pool(PoolAttrs {
+                cpu: None,
+                highpri,
+                cpus: real_mask.clone(),
+                pod_cpus: real_mask.clone(),
+                strict: self.strict,
+                wake: self.wake,
+            })?;
+            let dfl = PwqRef { pool: dfl_pool, slot: dfl_pool.attach(inner.clone(), max_active, dfl_node) };
+            tab.dfl = Some(dfl);
+            tab.all.push(dfl);
+            if !self.ordered {
+                let scope = self.scope.unwrap_or(Scope::CacheShard);
+                let shard = self.cache_shard_size.unwrap_or(topology::DEFAULT_CACHE_SHARD_SIZE);
+                let pods = topo.pods(scope, shard);
+                for pod in &pods.pods {
+                    let cpus: Vec<usize> = pod.iter().copied().filter(|c| mask.contains(c)).collect();
+                    if cpus.is_empty() {
+                        continue;
+                    }
+                    let mut pod_real: Vec<usize> = cpus.iter().map(|&c| to_real(c)).collect();
+                    pod_real.sort_unstable();
+                    pod_real.dedup();
+                    let node = topo.cpu_node(cpus[0]).min(nr_nodes - 1);
+                    let pool = pool::unbound_pool(PoolAttrs {
+                        cpu: None,
+                        highpri,
+                        cpus: real_mask.clone(),
+                        pod_cpus: pod_real,
+                        strict: self.strict,
+                        wake: self.wake,
+                    })?;
+                    let r = PwqRef { pool, slot: pool.attach(inner.clone(), max_active, node) };
+                    tab.all.push(r);
+                    for &c in &cpus {
+                        tab.cpu[c] = Some(r);
+                    }
+                }
+            }
+        }
+        *inner.pwqs.write().unwrap_or_else(|e| e.into_inner()) = tab;
+        register(&inner);
+        Ok(Workqueue { inner })
+    }
+}
+
+impl Workqueue {
+    /// Starts building a workqueue named `name` (bound, `max_active` default).
+    pub fn builder(name: &str) -> WorkqueueBuilder {
+        WorkqueueBuilder {
+            name: name.to_string(),
+            flags: WqFlags::NONE,
+            max_active: None,
+            ordered: false,
+            scope: None,
+            strict: false,
+            cpumask: None,
+            wake: WakeMode::Deferred,
+            topology: None,
+            cache_shard_size: None,
+        }
+    }
+
+    /// The workqueue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The workqueue's flags.
+    pub fn flags(&self) -> WqFlags {
+        self.inner.flags
+    }
+
+    /// Queues `work` on the calling CPU's pool (`queue_work`). Returns false if it
+    /// was already pending, is disabled, or the workqueue is draining and the
+    /// caller is not one of its own items.
+    pub fn queue(&self, work: &Work) -> bool {
+        if !work.0.try_claim() {
+            return false;
+        }
+        let before = self.inner.stats.rejected.load(Ordering::Relaxed);
+        self.inner.queue_claimed(&work.0, None);
+        self.inner.stats.rejected.load(Ordering::Relaxed) == before
+    }
+
+    /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
+    /// queue, that CPU's pod for an unbound one. A CPU with no pool is an error.
+    pub fn queue_on(&self, cpu: usize, work: &Work) -> Result<bool, Error> {
+        let known = {
+            let p = self.inner.pwqs.read().unwrap_or_else(|e| e.into_inner());
+            p.cpu.get(cpu).is_some_and(|r| r.is_some())
+                || (self.inner.unbound && self.inner.route_cpus.binary_search(&cpu).is_ok())
+        };
+        if !known {
+            return Err(Error::OfflineCpu { cpu });
+        }
+        if !work.0.try_claim() {
+            return Ok(false);
+        }
+        let before = self.inner.stats.rejected.load(Ordering::Relaxed);
+        self.inner.queue_claimed(&work.0, Some(cpu));
+        Ok(self.inner.stats.rejected.load(Ordering::Relaxed) == before)
+    }
+
+    /// Queues `dw` after `delay` (`queue_delayed_work`); false if already pending.
+    pub fn queue_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
+        if !dw.work.0.try_claim() {
+            return false;
+        }
+        if delay.is_zero() {
+            self.inner.queue_claimed(&dw.work.0, None);
+        } else {
+            timer::arm(&dw.work.0, &self.inner, None, delay);
+        }
+        true
+    }
+
+    /// Re-arms `dw` to run after `delay` whether or not it was pending
+    /// (`mod_delayed_work`). Returns whether it was pending before.
+    pub fn mod_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
+        let mut was = false;
+        loop {
+            was |= dw.work.0.grab_pending();
+            if self.queue_delayed(dw, delay) {
+                return was;
+            }
+            if dw.work.is_disabled() {
+                return was;
+            }
+        }
+    }
+
+    /// Waits until every item queued before the call has finished (`flush_workqueue`).
+    pub fn flush(&self) {
+        self.inner.flush();
+    }
+
+    /// Waits until the workqueue is empty (`drain_workqueue`). While draining,
+    /// only its own items may queue more work to it; other queue attempts return
+    /// false and are counted as rejected.
+    pub fn drain(&self) {
+        self.inner.drain();
+    }
+
+    /// Stops activating new items (`FREEZABLE` only) and waits for the running
+    /// ones to finish; queued items wait, in order, until [`thaw`](Self::thaw).
+    pub fn freeze(&self) -> Result<(), Error> {
+        if !self.inner.flags.contains(WqFlags::FREEZABLE) {
+            return Err(Error::NotFreezable { name: self.inner.name.clone() });
+        }
+        self.inner.frozen.store(true, Ordering::SeqCst);
+        // Freezing is rare: poll the pwqs until nothing is active.
+        while self
+            .inner
+            .pwq_list()
+            .iter()
+            .any(|r| r.pool.with_pwq(r.slot, |p| p.nr_active > 0))
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    /// Lets a frozen workqueue run again.
+    pub fn thaw(&self) -> Result<(), Error> {
+        if !self.inner.flags.contains(WqFlags::FREEZABLE) {
+            return Err(Error::NotFreezable { name: self.inner.name.clone() });
+        }
+        self.inner.frozen.store(false, Ordering::SeqCst);
+        self.reactivate();
+        Ok(())
+    }
+
+    fn reactivate(&self) {
+        if self.inner.unbound {
+            for n in 0..self.inner.nodes.len() {
+                self.inner.node_activate(n);
+            }
+        } else {
+            let max = self.inner.max_active.load(Ordering::SeqCst);
+            for r in self.inner.pwq_list() {
+                r.pool.pwq_set_max_active(r.slot, max);
+            }
+        }
+    }
+
+    /// The current `max_active`.
+    pub fn max_active(&self) -> usize {
+        self.inner.max_active.load(Ordering::SeqCst)
+    }
+
+    /// Changes `max_active` (`workqueue_set_max_active`); waiting items start if
+    /// the new limit allows. Not allowed on ordered queues.
+    pub fn set_max_active(&self, n: usize) -> Result<(), Error> {
+        if n == 0 || n > MAX_ACTIVE {
+            return Err(Error::InvalidMaxActive { value: n, max: MAX_ACTIVE });
+        }
+        if self.inner.ordered && n != 1 {
+            return Err(Error::OrderedMaxActive(n));
+        }
+        self.inner.max_active.store(n, Ordering::SeqCst);
+        if self.inner.unbound {
+            for (node, max) in self.inner.node_maxes(n).into_iter().enumerate() {
+                self.inner.nodes[node].lock().unwrap_or_else(|e| e.into_inner()).max = max;
+            }
+        }
+        self.reactivate();
+        Ok(())
+    }
+
+    /// The per-node `max_active` of an unbound queue (kernel: `node_nr_active[].max`).
+    pub fn node_max_active(&self) -> Vec<usize> {
+        self.inner
+            .nodes
+            .iter()
+            .map(|n| n.lock().unwrap_or_else(|e| e.into_inner()).max)
+            .collect()
+    }
+
+    /// Number of distinct pools this workqueue uses (its pwqs).
+    pub fn nr_pwqs(&self) -> usize {
+        self.inner.pwq_list().len()
+    }
+
+    /// The pool ids serving each topology CPU (`None`: no pwq), and the default pool.
+    pub fn cpu_pools(&self) -> (Vec<Option<u32>>, Option<u32>) {
+        let p = self.inner.pwqs.read().unwrap_or_else(|e| e.into_inner());
+        (
+            p.cpu.iter().map(|r| r.map(|r| r.pool.id)).collect(),
+            p.dfl.map(|r| r.pool.id),
+        )
+    }
+
+    /// Per pool of this workqueue: (pool id, workers, idle workers, running
+    /// workers counted by concurrency management, items on the worklist).
+    pub fn pool_counts(&self) -> Vec<(u32, usize, usize, usize, usize)> {
+        let mut v: Vec<_> = self
+            .inner
+            .pwq_list()
+            .iter()
+            .map(|r| {
+                let (w, i, run, l) = r.pool.counts();
+                (r.pool.id, w, i, run, l)
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// The workqueue's counters.
+    pub fn stats(&self) -> WorkqueueStats {
+        let s = &self.inner.stats;
+        let started = s.started.load(Ordering::Relaxed);
+        let completed = s.completed.load(Ordering::Relaxed);
+        WorkqueueStats {
+            queued: s.queued.load(Ordering::Relaxed),
+            started,
+            completed,
+            in_flight: started.saturating_sub(completed),
+            panics: s.panics.load(Ordering::Relaxed),
+            cm_wakeup: s.cm_wakeup.load(Ordering::Relaxed),
+            rejected: s.rejected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A work item that can be queued after a delay (`struct delayed_work`).
+///
+/// All delayed work of the process shares one timer thread.
+#[derive(Clone, Debug)]
+pub struct DelayedWork {
+    work: Work,
+}
+
+impl DelayedWork {
+    /// Makes a delayed work item running `f`.
+    pub fn new(f: impl Fn() + Send + Sync + 'static) -> DelayedWork {
+        DelayedWork { work: Work::new(f) }
+    }
+    /// True while its timer is armed or it is queued and has not started.
+    pub fn is_pending(&self) -> bool {
+        self.work.is_pending()
+    }
+    /// Cancels the timer or the queued item; does not wait (`cancel_delayed_work`).
+    pub fn cancel(&self) -> bool {
+        self.work.cancel()
+    }
+    /// Cancels and waits for a running instance (`cancel_delayed_work_sync`).
+    pub fn cancel_sync(&self) -> bool {
+        self.work.cancel_sync()
+    }
+    /// Queues an armed timer's item now and waits for it (`flush_delayed_work`).
+    pub fn flush(&self) -> bool {
+        timer::fire_now(&self.work.0);
+        self.work.flush()
+    }
+    /// Disables the item (see [`Work::disable`]).
+    pub fn disable(&self) -> bool {
+        self.work.disable()
+    }
+    /// Enables the item (see [`Work::enable`]).
+    pub fn enable(&self) -> bool {
+        self.work.enable()
+    }
+}
+
+// ---- registry, panic hook, system queues ----
+
+static REGISTRY: Mutex<Vec<std::sync::Weak<WqInner>>> = Mutex::new(Vec::new());
+
+fn register(wq: &Arc<WqInner>) {
+    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    r.retain(|w| w.strong_count() > 0);
+    r.push(Arc::downgrade(wq));
+}
+
+fn unregister(wq: &Arc<WqInner>) {
+    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    r.retain(|w| w.upgrade().is_some_and(|x| !Arc::ptr_eq(&x, wq)));
+}
+
+/// Names of the live workqueues of this process.
+pub fn workqueue_names() -> Vec<String> {
+    let r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    r.iter().filter_map(|w| w.upgrade()).map(|w| w.name.clone()).collect()
+}
+
+type PanicHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
+static PANIC_HOOK: RwLock<Option<PanicHook>> = RwLock::new(None);
+
+/// Sets what happens when a work item panics: `hook(workqueue name, message)`.
+/// The default prints a line to stderr. The worker survives either way.
+pub fn set_panic_hook(hook: impl Fn(&str, &str) + Send + Sync + 'static) {
+    *PANIC_HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
+}
+
+pub(crate) fn report_panic(wq: &str, payload: &(dyn Any + Send)) {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into());
+    let hook = PANIC_HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
+    match hook {
+        Some(h) => h(wq, &msg),
+        None => eprintln!("cmwq: a work item on workqueue {wq:?} panicked: {msg}"),
+    }
+}
+
+macro_rules! system_wq {
+    ($(#[$m:meta])* $fn:ident, $name:literal, $b:expr) => {
+        $(#[$m])*
+        pub fn $fn() -> &'static Workqueue {
+            static WQ: OnceLock<Workqueue> = OnceLock::new();
+            WQ.get_or_init(|| {
+                let b: WorkqueueBuilder = $b(Workqueue::builder($name));
+                b.build().expect("system workqueue")
+            })
+        }
+    };
+}
+
+system_wq!(
+    /// The kernel's `system_wq`: bound, normal priority.
+    system, "events", |b| b
+);
+system_wq!(
+    /// The kernel's `system_highpri_wq`: bound, high priority.
+    system_highpri, "events_highpri", |b: WorkqueueBuilder| b.highpri()
+);
+system_wq!(
+    /// The kernel's `system_long_wq`: bound, for items that run long.
+    system_long, "events_long", |b| b
+);
+system_wq!(
+    /// The kernel's `system_unbound_wq`: unbound, default scope.
+    system_unbound, "events_unbound", |b: WorkqueueBuilder| b.unbound()
+);
