@@ -44,6 +44,13 @@ pub struct BenchArgs {
     /// Build cmwq's pods from a synthetic topology mapped onto this machine's CPUs
     #[arg(long, value_name = "SPEC")]
     pub synthetic: Option<String>,
+    /// cmwq: bind workers to their pod (affinity_strict=1)
+    #[arg(long)]
+    pub strict: bool,
+    /// cmwq: when to wake a picked worker: `deferred` (after the pool lock is
+    /// released, the 2026 order) or `under-lock` (the old order)
+    #[arg(long, value_name = "MODE", default_value = "deferred", value_parser = ["deferred", "under-lock"])]
+    pub wake: String,
 }
 
 /// Turn the arguments into a validated configuration.
@@ -56,6 +63,11 @@ pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
     c.rounds = a.rounds;
     c.workers = a.workers.unwrap_or(ncpu);
     c.synthetic = a.synthetic.clone();
+    c.strict = a.strict;
+    c.wake_under_lock = a.wake == "under-lock";
+    if let Some(spec) = &c.synthetic {
+        cmwq::topology::Topology::from_synthetic(spec).map_err(|e| format!("--synthetic: {e}"))?;
+    }
     if let Some(s) = &a.scopes {
         c.scopes = bench::parse_scopes(s)?;
     }

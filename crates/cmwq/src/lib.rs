@@ -38,6 +38,7 @@ pub use error::Error;
 pub use pool::{BlockingGuard, WakeMode, blocking, debug_fail_worker_creation, set_idle_timeout};
 pub use work::Work;
 pub use workqueue::{
-    DFL_ACTIVE, DelayedWork, MAX_ACTIVE, MIN_ACTIVE, WorkqueueStats, Workqueue, WorkqueueBuilder,
-    WqFlags, set_panic_hook, system, system_highpri, system_long, system_unbound, workqueue_names,
+    DFL_ACTIVE, DelayedWork, MAX_ACTIVE, MIN_ACTIVE, UnboundConcurrency, Workqueue,
+    WorkqueueBuilder, WorkqueueStats, WqFlags, set_panic_hook, system, system_highpri, system_long,
+    system_unbound, workqueue_names,
 };

@@ -81,6 +81,8 @@ pub(crate) struct PoolAttrs {
     pub pod_cpus: Vec<usize>,
     pub strict: bool,
     pub wake: WakeMode,
+    /// Unbound pools: concurrency managed with a cap of one running worker per pod CPU.
+    pub managed: bool,
 }
 
 /// One item on a list: the work, its pool workqueue slot and its flush colour.
@@ -121,6 +123,18 @@ pub(crate) struct PwqState {
     pub nr_in_flight: usize,
     pub work_color: u8,
     pub node: usize,
+    /// Counters of this pwq, kept under the pool lock (no shared cache line).
+    pub stats: PwqStats,
+}
+
+/// Per-pwq counters, summed over pwqs for a workqueue's totals.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PwqStats {
+    pub queued: u64,
+    pub started: u64,
+    pub completed: u64,
+    pub panics: u64,
+    pub cm_wakeup: u64,
 }
 
 /// The lock-protected state of a pool.
@@ -129,6 +143,9 @@ pub(crate) struct PoolInner {
     workers: Vec<WorkerSlot>,
     idle: Vec<usize>,
     nr_running: usize,
+    /// Workers kicked but not yet running: they count against `cap`, so a burst
+    /// of queueing wakes one worker, not one per item.
+    nr_woken: usize,
     nr_workers: usize,
     manager_active: bool,
     pub pwqs: Vec<PwqState>,
@@ -141,8 +158,12 @@ pub(crate) struct PoolInner {
 pub(crate) struct Pool {
     pub id: u32,
     pub attrs: PoolAttrs,
-    /// Concurrency managed (bound pools).
+    /// Concurrency managed: `cap` is finite.
     pub managed: bool,
+    /// Most workers counted in `nr_running` before no more are woken: 1 for a
+    /// bound pool, the pod's CPU count for a managed unbound pool, `usize::MAX`
+    /// for an unmanaged (kernel-style) unbound pool.
+    pub cap: usize,
     inner: Mutex<PoolInner>,
     pub repatriated: AtomicU64,
     pub create_failed: AtomicU64,
@@ -175,12 +196,12 @@ impl PoolInner {
         self.idle.len()
     }
     /// Work waits and nobody runs it.
-    fn need_more_worker(&self, managed: bool) -> bool {
-        !self.worklist.is_empty() && (!managed || self.nr_running == 0)
+    fn need_more_worker(&self, cap: usize) -> bool {
+        !self.worklist.is_empty() && self.nr_running + self.nr_woken < cap
     }
     /// A running worker should take the next item.
-    fn keep_working(&self, managed: bool) -> bool {
-        !self.worklist.is_empty() && (!managed || self.nr_running <= 1)
+    fn keep_working(&self, cap: usize) -> bool {
+        !self.worklist.is_empty() && self.nr_running <= cap
     }
     /// There is an idle worker to hand work to.
     fn may_start_working(&self) -> bool {
@@ -194,21 +215,20 @@ impl PoolInner {
     }
 
     /// Picks an idle worker if the pool needs one; the caller unparks it.
-    fn kick(&mut self, managed: bool) -> Option<Thread> {
-        if !self.need_more_worker(managed) {
+    fn kick(&mut self, cap: usize) -> Option<Thread> {
+        if !self.need_more_worker(cap) {
             return None;
         }
         let i = self.idle.pop()?;
         self.workers[i].state = WState::Woken;
+        self.nr_woken += 1;
         self.workers[i].thread.clone()
     }
 
     fn find_executing(&self, work: &Arc<WorkInner>) -> Option<usize> {
-        self.workers.iter().position(|w| {
-            w.current
-                .as_ref()
-                .is_some_and(|c| Arc::ptr_eq(c, work))
-        })
+        self.workers
+            .iter()
+            .position(|w| w.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, work)))
     }
 
     /// Whether a pwq may activate one more item now.
@@ -225,7 +245,9 @@ const MAX_POOLS: usize = 1 << 14;
 static POOLS: [OnceLock<&'static Pool>; MAX_POOLS] = [const { OnceLock::new() }; MAX_POOLS];
 static NEXT_POOL: AtomicU32 = AtomicU32::new(0);
 static UNBOUND_POOLS: Mutex<Option<HashMap<PoolAttrs, u32>>> = Mutex::new(None);
-static BOUND_POOLS: Mutex<Option<HashMap<(usize, bool, WakeMode), u32>>> = Mutex::new(None);
+/// Bound pools by (cpu, highpri, wake mode).
+type BoundKey = (usize, bool, WakeMode);
+static BOUND_POOLS: Mutex<Option<HashMap<BoundKey, u32>>> = Mutex::new(None);
 static IDLE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(300_000);
 static FAIL_CREATE: AtomicBool = AtomicBool::new(false);
 
@@ -238,7 +260,10 @@ thread_local! {
 
 /// Sets how long surplus idle workers linger before they exit (kernel: 300 s).
 pub fn set_idle_timeout(d: Duration) {
-    IDLE_TIMEOUT_MS.store(d.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::SeqCst);
+    IDLE_TIMEOUT_MS.store(
+        d.as_millis().clamp(1, u64::MAX as u128) as u64,
+        Ordering::SeqCst,
+    );
 }
 
 /// Test hook: make worker creation fail (as if the thread limit were reached).
@@ -256,7 +281,15 @@ pub(crate) fn current_wq_addr() -> usize {
     CURRENT_WQ.with(|c| c.get())
 }
 
-fn new_pool(attrs: PoolAttrs, managed: bool) -> Result<&'static Pool, crate::Error> {
+fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
+    let cap = if attrs.cpu.is_some() {
+        1
+    } else if attrs.managed {
+        attrs.pod_cpus.len().max(1)
+    } else {
+        usize::MAX
+    };
+    let managed = cap != usize::MAX;
     let id = NEXT_POOL.fetch_add(1, Ordering::SeqCst);
     if id as usize >= MAX_POOLS {
         return Err(crate::Error::TooManyPools);
@@ -265,11 +298,13 @@ fn new_pool(attrs: PoolAttrs, managed: bool) -> Result<&'static Pool, crate::Err
         id,
         attrs,
         managed,
+        cap,
         inner: Mutex::new(PoolInner {
             worklist: VecDeque::with_capacity(64),
             workers: Vec::new(),
             idle: Vec::new(),
             nr_running: 0,
+            nr_woken: 0,
             nr_workers: 0,
             manager_active: false,
             pwqs: Vec::new(),
@@ -285,16 +320,25 @@ fn new_pool(attrs: PoolAttrs, managed: bool) -> Result<&'static Pool, crate::Err
 }
 
 /// The bound pool of `cpu` for the given priority.
-pub(crate) fn bound_pool(cpu: usize, highpri: bool, wake: WakeMode) -> Result<&'static Pool, crate::Error> {
+pub(crate) fn bound_pool(
+    cpu: usize,
+    highpri: bool,
+    wake: WakeMode,
+) -> Result<&'static Pool, crate::Error> {
     let mut map = BOUND_POOLS.lock().unwrap_or_else(|e| e.into_inner());
     let map = map.get_or_insert_with(HashMap::new);
     if let Some(&id) = map.get(&(cpu, highpri, wake)) {
         return Ok(get_pool(id).expect("registered pool"));
     }
-    let pool = new_pool(
-        PoolAttrs { cpu: Some(cpu), highpri, cpus: vec![cpu], pod_cpus: vec![cpu], strict: true, wake },
-        true,
-    )?;
+    let pool = new_pool(PoolAttrs {
+        cpu: Some(cpu),
+        highpri,
+        cpus: vec![cpu],
+        pod_cpus: vec![cpu],
+        strict: true,
+        wake,
+        managed: true,
+    })?;
     map.insert((cpu, highpri, wake), pool.id);
     Ok(pool)
 }
@@ -306,7 +350,7 @@ pub(crate) fn unbound_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Err
     if let Some(&id) = map.get(&attrs) {
         return Ok(get_pool(id).expect("registered pool"));
     }
-    let pool = new_pool(attrs.clone(), false)?;
+    let pool = new_pool(attrs.clone())?;
     map.insert(attrs, pool.id);
     Ok(pool)
 }
@@ -330,6 +374,7 @@ impl Pool {
             nr_in_flight: 0,
             work_color: 0,
             node,
+            stats: PwqStats::default(),
         };
         let slot = if let Some(s) = g.free_pwqs.pop() {
             g.pwqs[s as usize] = st;
@@ -352,7 +397,7 @@ impl Pool {
         g.free_pwqs.push(slot);
         g.refcnt -= 1;
         let mut wake = Vec::new();
-        if g.refcnt == 0 && !self.managed {
+        if g.refcnt == 0 && self.attrs.cpu.is_none() {
             g.dying = true;
             for &i in &g.idle {
                 if let Some(t) = &g.workers[i].thread {
@@ -372,6 +417,11 @@ impl Pool {
         g.pwqs[slot as usize].work_color = color;
     }
 
+    /// A pwq's counters.
+    pub(crate) fn pwq_stats(&self, slot: u32) -> PwqStats {
+        self.lock().pwqs[slot as usize].stats
+    }
+
     /// Runs `f` on a pwq's state under the pool lock.
     pub(crate) fn with_pwq<R>(&self, slot: u32, f: impl FnOnce(&PwqState) -> R) -> R {
         let g = self.lock();
@@ -383,7 +433,7 @@ impl Pool {
         let mut g = self.lock();
         g.pwqs[slot as usize].max_active = max;
         self.activate_pwq(&mut g, slot);
-        let wake = g.kick(self.managed);
+        let wake = g.kick(self.cap);
         drop(g);
         if let Some(t) = wake {
             t.unpark();
@@ -393,7 +443,9 @@ impl Pool {
     /// Activates inactive items of a bound pwq while its limit allows.
     fn activate_pwq(&self, g: &mut PoolInner, slot: u32) {
         while g.pwq_can_activate(slot) {
-            let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else { break };
+            let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else {
+                break;
+            };
             g.pwqs[slot as usize].nr_active += 1;
             g.worklist.push_back(it);
         }
@@ -403,7 +455,10 @@ impl Pool {
     /// Returns false (budget not used) if the pwq has nothing inactive.
     pub(crate) fn activate_one_unbound(&self, slot: u32, wq: &Arc<WqInner>) -> bool {
         let mut g = self.lock();
-        let same = g.pwqs[slot as usize].wq.as_ref().is_some_and(|x| Arc::ptr_eq(x, wq));
+        let same = g.pwqs[slot as usize]
+            .wq
+            .as_ref()
+            .is_some_and(|x| Arc::ptr_eq(x, wq));
         if !same {
             return false;
         }
@@ -412,7 +467,7 @@ impl Pool {
         };
         g.pwqs[slot as usize].nr_active += 1;
         g.worklist.push_back(it);
-        let wake = g.kick(self.managed);
+        let wake = g.kick(self.cap);
         drop(g);
         if let Some(t) = wake {
             t.unpark();
@@ -428,12 +483,24 @@ impl Pool {
         let color = p.work_color;
         p.in_flight[color as usize] += 1;
         p.nr_in_flight += 1;
+        p.stats.queued += 1;
         let node = p.node;
-        let wq = p.wq.clone().expect("live pwq");
-        wq.stats.queued.fetch_add(1, Ordering::Relaxed);
-        let item = Item { work: work.clone(), pwq: slot, color };
+        let item = Item {
+            work: work.clone(),
+            pwq: slot,
+            color,
+        };
+        let mut recheck = None;
         let active = if unbound {
-            wq.node_try_get(node, self.id, slot)
+            let wq = p.wq.as_ref().expect("live pwq");
+            match wq.node_try_get(node, self.id, slot) {
+                crate::workqueue::NodeGet::Active => true,
+                crate::workqueue::NodeGet::Waiting => false,
+                crate::workqueue::NodeGet::WaitingRecheck => {
+                    recheck = Some((wq.clone(), node));
+                    false
+                }
+            }
         } else {
             g.pwq_can_activate(slot)
         };
@@ -443,7 +510,7 @@ impl Pool {
         } else {
             g.pwqs[slot as usize].inactive.push_back(item);
         }
-        let wake = g.kick(self.managed);
+        let wake = g.kick(self.cap);
         match self.attrs.wake {
             WakeMode::UnderLock => {
                 if let Some(t) = wake {
@@ -458,14 +525,24 @@ impl Pool {
                 }
             }
         }
+        if let Some((wq, node)) = recheck {
+            wq.node_activate(node);
+        }
     }
 
     /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`).
-    fn dec_in_flight(&self, g: &mut PoolInner, slot: u32, color: u8, active: bool, post: &mut Post) {
+    fn dec_in_flight(
+        &self,
+        g: &mut PoolInner,
+        slot: u32,
+        color: u8,
+        active: bool,
+        post: &mut Post,
+    ) {
         let p = &mut g.pwqs[slot as usize];
         p.in_flight[color as usize] -= 1;
         p.nr_in_flight -= 1;
-        let wq = p.wq.clone().expect("live pwq");
+        let wq = p.wq.as_ref().expect("live pwq");
         if (p.in_flight[color as usize] == 0 || p.nr_in_flight == 0) && wq.has_flushers() {
             post.notify = Some(wq.clone());
         }
@@ -476,7 +553,7 @@ impl Pool {
         if wq.unbound {
             let node = p.node;
             if wq.node_put(node) {
-                post.activate = Some((wq, node));
+                post.activate = Some((wq.clone(), node));
             }
         } else {
             self.activate_pwq(g, slot);
@@ -492,7 +569,11 @@ impl Pool {
         }
         if found.is_none() {
             for w in g.workers.iter_mut() {
-                if let Some(i) = w.scheduled.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
+                if let Some(i) = w
+                    .scheduled
+                    .iter()
+                    .position(|it| Arc::ptr_eq(&it.work, work))
+                {
                     found = w.scheduled.remove(i).map(|it| (it, true));
                     break;
                 }
@@ -512,7 +593,7 @@ impl Pool {
         work.clear_pending();
         let mut post = Post::default();
         self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);
-        post.wake = g.kick(self.managed);
+        post.wake = g.kick(self.cap);
         drop(g);
         work.finish_cycle();
         post.run();
@@ -520,7 +601,10 @@ impl Pool {
     }
 
     /// Starts a worker thread (the manager's `create_worker`); called with the lock held.
-    fn create_worker<'a>(&'static self, mut g: MutexGuard<'a, PoolInner>) -> MutexGuard<'a, PoolInner> {
+    fn create_worker<'a>(
+        &'static self,
+        mut g: MutexGuard<'a, PoolInner>,
+    ) -> MutexGuard<'a, PoolInner> {
         let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
             Some(i) => i,
             None => {
@@ -541,7 +625,9 @@ impl Pool {
         g.manager_active = true;
         drop(g);
         let res = if FAIL_CREATE.load(Ordering::SeqCst) {
-            Err(std::io::Error::other("worker creation disabled by test hook"))
+            Err(std::io::Error::other(
+                "worker creation disabled by test hook",
+            ))
         } else {
             thread::Builder::new()
                 .name(format!("cmwq/{}:{}", self.id, idx))
@@ -574,7 +660,10 @@ pub(crate) fn steal_queued(work: &Arc<WorkInner>) -> bool {
 }
 
 /// The pool and pwq where `work` is executing now, if it runs on `wq`'s pools.
-pub(crate) fn find_running(work: &Arc<WorkInner>, wq: &Arc<WqInner>) -> Option<(&'static Pool, u32)> {
+pub(crate) fn find_running(
+    work: &Arc<WorkInner>,
+    wq: &Arc<WqInner>,
+) -> Option<(&'static Pool, u32)> {
     let id = work.pool.load(Ordering::SeqCst);
     let pool = get_pool(id.checked_sub(1)?)?;
     let g = pool.lock();
@@ -598,13 +687,15 @@ fn worker_thread(pool: &'static Pool, me: usize) {
     if pool.attrs.highpri {
         let _ = sched::set_nice(-20);
     }
-    let repatriate = !pool.attrs.strict && pool.attrs.cpu.is_none() && pool.attrs.pod_cpus != pool.attrs.cpus;
+    let repatriate =
+        !pool.attrs.strict && pool.attrs.cpu.is_none() && pool.attrs.pod_cpus != pool.attrs.cpus;
+    let mut wq_cache: Option<Arc<WqInner>> = None;
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].state = WState::Running;
     loop {
         // ---- idle ----
-        if !g.need_more_worker(pool.managed) {
+        if !g.need_more_worker(pool.cap) {
             g.workers[me].state = WState::Idle;
             g.idle.push(me);
             loop {
@@ -615,9 +706,11 @@ fn worker_thread(pool: &'static Pool, me: usize) {
                 let timed_out = t0.elapsed() >= timeout;
                 g = pool.lock();
                 if g.workers[me].state == WState::Woken {
+                    g.nr_woken -= 1;
                     break;
                 }
-                let cull = (timed_out && g.too_many_workers()) || (g.dying && g.worklist.is_empty());
+                let cull =
+                    (timed_out && g.too_many_workers()) || (g.dying && g.worklist.is_empty());
                 if cull {
                     if let Some(pos) = g.idle.iter().position(|&i| i == me) {
                         g.idle.remove(pos);
@@ -627,7 +720,7 @@ fn worker_thread(pool: &'static Pool, me: usize) {
                     g.nr_workers -= 1;
                     return;
                 }
-                if g.need_more_worker(pool.managed) {
+                if g.need_more_worker(pool.cap) {
                     if let Some(pos) = g.idle.iter().position(|&i| i == me) {
                         g.idle.remove(pos);
                     }
@@ -636,7 +729,7 @@ fn worker_thread(pool: &'static Pool, me: usize) {
             }
         }
         g.workers[me].state = WState::Running;
-        if !g.need_more_worker(pool.managed) {
+        if !g.need_more_worker(pool.cap) {
             continue;
         }
         // The manager rule: keep one idle worker in reserve.
@@ -659,7 +752,7 @@ fn worker_thread(pool: &'static Pool, me: usize) {
         loop {
             let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
                 it
-            } else if g.keep_working(pool.managed) {
+            } else if g.keep_working(pool.cap) {
                 g.worklist.pop_front().expect("keep_working saw work")
             } else {
                 break;
@@ -669,7 +762,7 @@ fn worker_thread(pool: &'static Pool, me: usize) {
                 g.workers[other].scheduled.push_back(item);
                 continue;
             }
-            g = process_one_work(pool, me, g, item);
+            g = process_one_work(pool, me, g, item, &mut wq_cache);
         }
         if pool.managed {
             g.nr_running -= 1;
@@ -682,8 +775,16 @@ fn process_one_work<'a>(
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
     item: Item,
+    cache: &mut Option<Arc<WqInner>>,
 ) -> MutexGuard<'a, PoolInner> {
-    let wq = g.pwqs[item.pwq as usize].wq.clone().expect("live pwq");
+    let wq = {
+        let cur = g.pwqs[item.pwq as usize].wq.as_ref().expect("live pwq");
+        match cache.take() {
+            Some(c) if Arc::ptr_eq(&c, cur) => c,
+            _ => cur.clone(),
+        }
+    };
+    g.pwqs[item.pwq as usize].stats.started += 1;
     g.workers[me].current = Some(item.work.clone());
     g.workers[me].current_pwq = item.pwq;
     item.work.clear_pending();
@@ -693,22 +794,24 @@ fn process_one_work<'a>(
         g.nr_running -= 1;
     }
     // Chain execution: wake another worker if work still waits and nobody runs.
-    let wake = g.kick(pool.managed);
+    let wake = g.kick(pool.cap);
     drop(g);
     if let Some(t) = wake {
         t.unpark();
     }
-    wq.stats.started.fetch_add(1, Ordering::Relaxed);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT_WQ.with(|c| c.set(wq_addr));
     let res = catch_unwind(AssertUnwindSafe(|| (item.work.func)()));
     CURRENT_WQ.with(|c| c.set(0));
+    let panicked = res.is_err();
     if let Err(payload) = res {
-        wq.stats.panics.fetch_add(1, Ordering::Relaxed);
         crate::workqueue::report_panic(&wq.name, payload.as_ref());
     }
-    wq.stats.completed.fetch_add(1, Ordering::Relaxed);
     let mut g = pool.lock();
+    let st = &mut g.pwqs[item.pwq as usize].stats;
+    st.completed += 1;
+    st.panics += u64::from(panicked);
+    *cache = Some(wq);
     if intensive {
         g.workers[me].not_running = false;
         g.nr_running += 1;
@@ -761,20 +864,20 @@ impl BlockingGuard {
         }
         g.workers[me].not_running = true;
         g.nr_running -= 1;
-        let wake = g.kick(true);
+        let wake = g.kick(pool.cap);
         if wake.is_some() {
             let slot = g.workers[me].current_pwq;
-            if let Some(wq) = &g.pwqs[slot as usize].wq {
-                wq.stats.cm_wakeup.fetch_add(1, Ordering::Relaxed);
-            }
-        } else if g.need_more_worker(true) && g.idle.is_empty() && !g.manager_active {
+            g.pwqs[slot as usize].stats.cm_wakeup += 1;
+        } else if g.need_more_worker(pool.cap) && g.idle.is_empty() && !g.manager_active {
             g = pool.create_worker(g);
         }
         drop(g);
         if let Some(t) = wake {
             t.unpark();
         }
-        BlockingGuard { slot: Some((pool, me)) }
+        BlockingGuard {
+            slot: Some((pool, me)),
+        }
     }
 }
 

@@ -35,7 +35,11 @@ pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
     }
     // SAFETY: pid 0 is the calling thread; the set pointer and size describe a valid cpu_set_t.
     let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Sets the nice value of the calling thread (Linux: nice is per thread).
@@ -43,5 +47,9 @@ pub fn set_nice(nice: i32) -> io::Result<()> {
     let tid = gettid();
     // SAFETY: setpriority with PRIO_PROCESS and a thread id affects only that thread.
     let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

@@ -43,7 +43,11 @@ fn timer() -> &'static Timer {
             .name("cmwq-timer".into())
             .spawn(timer_thread)
             .expect("cmwq: cannot start the timer thread");
-        Timer { state: Mutex::new(State::default()), cv: Condvar::new(), deliver: Mutex::new(()) }
+        Timer {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            deliver: Mutex::new(()),
+        }
     })
 }
 
@@ -58,7 +62,15 @@ pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, 
     s.seq += 1;
     let seq = s.seq;
     let k = key(work);
-    s.armed.insert(k, Armed { seq, work: work.clone(), wq: wq.clone(), cpu });
+    s.armed.insert(
+        k,
+        Armed {
+            seq,
+            work: work.clone(),
+            wq: wq.clone(),
+            cpu,
+        },
+    );
     s.heap.push(Reverse((Instant::now() + delay, seq, k)));
     drop(s);
     t.cv.notify_one();
@@ -81,9 +93,14 @@ pub(crate) fn steal(work: &Arc<WorkInner>) -> bool {
 pub(crate) fn fire_now(work: &Arc<WorkInner>) {
     let Some(t) = TIMER.get() else { return };
     let _d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
-    let a = t.state.lock().unwrap_or_else(|e| e.into_inner()).armed.remove(&key(work));
+    let a = t
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .armed
+        .remove(&key(work));
     if let Some(a) = a {
-        a.wq.queue_claimed(&a.work, a.cpu);
+        let _ = a.wq.queue_claimed(&a.work, a.cpu);
     }
 }
 
@@ -101,7 +118,7 @@ pub(crate) fn fire_all_for(wq: &Arc<WqInner>) {
     let fired: Vec<Armed> = keys.iter().filter_map(|k| s.armed.remove(k)).collect();
     drop(s);
     for a in fired {
-        a.wq.queue_claimed(&a.work, a.cpu);
+        let _ = a.wq.queue_claimed(&a.work, a.cpu);
     }
 }
 
@@ -128,7 +145,10 @@ fn timer_thread() {
         }
         if fired.is_empty() {
             drop(d);
-            let wait = s.heap.peek().map(|Reverse((at, _, _))| at.saturating_duration_since(now));
+            let wait = s
+                .heap
+                .peek()
+                .map(|Reverse((at, _, _))| at.saturating_duration_since(now));
             let _s = match wait {
                 Some(w) => t.cv.wait_timeout(s, w).unwrap_or_else(|e| e.into_inner()).0,
                 None => t.cv.wait(s).unwrap_or_else(|e| e.into_inner()),
@@ -137,7 +157,7 @@ fn timer_thread() {
         }
         drop(s);
         for a in fired.drain(..) {
-            a.wq.queue_claimed(&a.work, a.cpu);
+            let _ = a.wq.queue_claimed(&a.work, a.cpu);
         }
         drop(d);
     }

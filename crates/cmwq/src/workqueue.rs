@@ -77,11 +77,6 @@ impl std::ops::BitOr for WqFlags {
 /// Counters of one workqueue (what `wq_monitor.py` shows).
 #[derive(Default)]
 pub(crate) struct WqStats {
-    pub queued: AtomicU64,
-    pub started: AtomicU64,
-    pub completed: AtomicU64,
-    pub panics: AtomicU64,
-    pub cm_wakeup: AtomicU64,
     pub rejected: AtomicU64,
 }
 
@@ -104,11 +99,42 @@ pub struct WorkqueueStats {
     pub rejected: u64,
 }
 
+/// A NUMA node's share of an unbound workqueue's `max_active`
+/// (the kernel's `wq_node_nr_active`).
+///
+/// The fast path is one CAS on `nr`; the list of waiting items is only touched
+/// when the node is at its limit. A queuer that finds the node full pushes its
+/// pwq on `pending` and then re-reads `nr`; a completer decrements `nr` and then
+/// reads `pending_len`. Both are SeqCst, so at least one of them sees the other
+/// and runs the activation: a waiting item is never stranded with budget free.
 struct NodeActive {
-    nr: usize,
-    max: usize,
+    nr: AtomicUsize,
+    max: AtomicUsize,
+    pending_len: AtomicUsize,
     /// Inactive items waiting for budget, as (pool id, pwq slot), oldest first.
-    pending: VecDeque<(u32, u32)>,
+    pending: Mutex<VecDeque<(u32, u32)>>,
+}
+
+impl NodeActive {
+    fn try_inc(&self) -> bool {
+        let max = self.max.load(Ordering::SeqCst);
+        self.nr
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+}
+
+/// What [`WqInner::node_try_get`] decided.
+pub(crate) enum NodeGet {
+    /// Budget taken: the item is active.
+    Active,
+    /// The item waits for budget.
+    Waiting,
+    /// The item waits, but budget may have been freed meanwhile: call
+    /// `node_activate` once the pool lock is dropped.
+    WaitingRecheck,
 }
 
 #[derive(Clone, Copy)]
@@ -136,7 +162,7 @@ pub(crate) struct WqInner {
     destroyed: AtomicBool,
     pub stats: WqStats,
     max_active: AtomicUsize,
-    nodes: Vec<Mutex<NodeActive>>,
+    nodes: Vec<NodeActive>,
     node_cpus: Vec<usize>,
     pwqs: RwLock<Pwqs>,
     flush_lock: Mutex<u64>,
@@ -159,46 +185,57 @@ impl WqInner {
     }
 
     /// Takes one unit of the node's active budget, or queues the pwq as waiting.
-    pub(crate) fn node_try_get(&self, node: usize, pool: u32, slot: u32) -> bool {
-        let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
-        if !self.frozen.load(Ordering::SeqCst) && n.nr < n.max {
-            n.nr += 1;
-            true
+    /// Called under the pool lock.
+    pub(crate) fn node_try_get(&self, node: usize, pool: u32, slot: u32) -> NodeGet {
+        let n = &self.nodes[node];
+        let frozen = self.frozen.load(Ordering::SeqCst);
+        if !frozen && n.pending_len.load(Ordering::SeqCst) == 0 && n.try_inc() {
+            return NodeGet::Active;
+        }
+        let mut q = n.pending.lock().unwrap_or_else(|e| e.into_inner());
+        q.push_back((pool, slot));
+        n.pending_len.fetch_add(1, Ordering::SeqCst);
+        drop(q);
+        let free = n.nr.load(Ordering::SeqCst) < n.max.load(Ordering::SeqCst);
+        if free && !frozen {
+            NodeGet::WaitingRecheck
         } else {
-            n.pending.push_back((pool, slot));
-            false
+            NodeGet::Waiting
         }
     }
 
     /// Returns one unit of budget; true if some pwq waits for it.
     pub(crate) fn node_put(&self, node: usize) -> bool {
-        let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
-        n.nr -= 1;
-        !n.pending.is_empty()
+        let n = &self.nodes[node];
+        n.nr.fetch_sub(1, Ordering::SeqCst);
+        n.pending_len.load(Ordering::SeqCst) > 0
     }
 
     /// Activates waiting items while the node's budget allows (`node_activate_pending_pwq`).
     pub(crate) fn node_activate(self: &Arc<Self>, node: usize) {
+        let n = &self.nodes[node];
         loop {
             let (pool, slot) = {
-                let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
-                if self.frozen.load(Ordering::SeqCst) || n.nr >= n.max {
+                let mut q = n.pending.lock().unwrap_or_else(|e| e.into_inner());
+                if self.frozen.load(Ordering::SeqCst) || q.is_empty() || !n.try_inc() {
                     return;
                 }
-                let Some(e) = n.pending.pop_front() else { return };
-                n.nr += 1;
-                e
+                n.pending_len.fetch_sub(1, Ordering::SeqCst);
+                q.pop_front().expect("checked non-empty")
             };
             let used = pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self));
             if !used {
-                let mut n = self.nodes[node].lock().unwrap_or_else(|e| e.into_inner());
-                n.nr -= 1;
+                n.nr.fetch_sub(1, Ordering::SeqCst);
             }
         }
     }
 
     fn pwq_list(&self) -> Vec<PwqRef> {
-        self.pwqs.read().unwrap_or_else(|e| e.into_inner()).all.clone()
+        self.pwqs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .all
+            .clone()
     }
 
     fn nr_in_flight(&self) -> usize {
@@ -218,14 +255,19 @@ impl WqInner {
     }
 
     /// Queues a work whose PENDING bit the caller owns (`__queue_work`).
-    pub(crate) fn queue_claimed(self: &Arc<Self>, work: &Arc<WorkInner>, cpu: Option<usize>) {
+    /// Returns false if the workqueue is draining and refused it.
+    pub(crate) fn queue_claimed(
+        self: &Arc<Self>,
+        work: &Arc<WorkInner>,
+        cpu: Option<usize>,
+    ) -> bool {
         if self.draining.load(Ordering::SeqCst) > 0
             && pool::current_wq_addr() != Arc::as_ptr(self) as usize
         {
             self.stats.rejected.fetch_add(1, Ordering::Relaxed);
             work.clear_pending();
             work.finish_cycle();
-            return;
+            return false;
         }
         let target = {
             let p = self.pwqs.read().unwrap_or_else(|e| e.into_inner());
@@ -242,7 +284,7 @@ impl WqInner {
             let first = p.all[0];
             drop(p);
             first.pool.insert(first.slot, work, self.unbound);
-            return;
+            return true;
         };
         if !self.ordered
             && let Some((pool, slot)) = pool::find_running(work, self)
@@ -250,6 +292,7 @@ impl WqInner {
             target = PwqRef { pool, slot };
         }
         target.pool.insert(target.slot, work, self.unbound);
+        true
     }
 
     /// The topology CPU that routes work queued from here.
@@ -317,7 +360,8 @@ impl WqInner {
         self.drain();
         self.draining.fetch_add(1, Ordering::SeqCst);
         for n in &self.nodes {
-            n.lock().unwrap_or_else(|e| e.into_inner()).pending.clear();
+            n.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            n.pending_len.store(0, Ordering::SeqCst);
         }
         let mut p = self.pwqs.write().unwrap_or_else(|e| e.into_inner());
         let all = std::mem::take(&mut p.all);
@@ -344,6 +388,26 @@ pub struct WorkqueueBuilder {
     wake: WakeMode,
     topology: Option<Arc<Topology>>,
     cache_shard_size: Option<usize>,
+    concurrency: UnboundConcurrency,
+}
+
+/// How many workers of an unbound pool run at once.
+///
+/// The kernel does not concurrency-manage unbound pools: it wakes a worker for
+/// every waiting item and lets the scheduler sort them out, which is cheap in the
+/// kernel. In user space each extra runnable thread costs a futex wake and a
+/// context switch, and a pool that wakes a thread per item grows to dozens of
+/// threads per pod under a test_workqueue load (measured: 20 workers in a
+/// one-CPU pod). So by default an unbound pool is managed like a bound one with
+/// a cap of one running worker per CPU of its pod; a worker that blocks says so
+/// with [`blocking`](crate::blocking) and a spare takes over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum UnboundConcurrency {
+    /// At most one running worker per pod CPU (default).
+    #[default]
+    PerCpu,
+    /// The kernel's behaviour: wake a worker for every waiting item.
+    Unmanaged,
 }
 
 /// A workqueue: queue [`Work`] to it; it runs on shared, topology-aware pools.
@@ -473,6 +537,11 @@ impl WorkqueueBuilder {
         self.topology = Some(t);
         self
     }
+    /// How unbound pools limit running workers (default [`UnboundConcurrency::PerCpu`]).
+    pub fn unbound_concurrency(mut self, c: UnboundConcurrency) -> Self {
+        self.concurrency = c;
+        self
+    }
     /// The shard size of the `cache_shard` scope (default 8; 0 behaves as 1).
     pub fn cache_shard_size(mut self, n: usize) -> Self {
         self.cache_shard_size = Some(n);
@@ -490,7 +559,10 @@ impl WorkqueueBuilder {
                 }
             }
             Some(n) if n == 0 || n > MAX_ACTIVE => {
-                return Err(Error::InvalidMaxActive { value: n, max: MAX_ACTIVE });
+                return Err(Error::InvalidMaxActive {
+                    value: n,
+                    max: MAX_ACTIVE,
+                });
             }
             Some(n) if self.ordered && n != 1 => return Err(Error::OrderedMaxActive(n)),
             Some(n) => n,
@@ -498,7 +570,10 @@ impl WorkqueueBuilder {
         let unbound = self.flags.contains(WqFlags::UNBOUND);
         let highpri = self.flags.contains(WqFlags::HIGHPRI);
         let custom = self.topology.is_some();
-        let topo = self.topology.clone().unwrap_or_else(|| system_topology().clone());
+        let topo = self
+            .topology
+            .clone()
+            .unwrap_or_else(|| system_topology().clone());
         let real: Vec<usize> = system_topology().online().to_vec();
         let to_real = |c: usize| if custom { real[c % real.len()] } else { c };
         let online = topo.online().to_vec();
@@ -506,7 +581,9 @@ impl WorkqueueBuilder {
             Some(m) => {
                 let v: Vec<usize> = online.iter().copied().filter(|c| m.contains(c)).collect();
                 if v.is_empty() {
-                    return Err(Error::EmptyCpumask { requested: m.clone() });
+                    return Err(Error::EmptyCpumask {
+                        requested: m.clone(),
+                    });
                 }
                 v
             }
@@ -530,7 +607,11 @@ impl WorkqueueBuilder {
             max_active: AtomicUsize::new(max_active),
             nodes: Vec::new(),
             node_cpus,
-            pwqs: RwLock::new(Pwqs { cpu: Vec::new(), dfl: None, all: Vec::new() }),
+            pwqs: RwLock::new(Pwqs {
+                cpu: Vec::new(),
+                dfl: None,
+                all: Vec::new(),
+            }),
             flush_lock: Mutex::new(0),
             flush_cv: Condvar::new(),
             flushers: AtomicU32::new(0),
@@ -544,11 +625,24 @@ impl WorkqueueBuilder {
             let mut i = Arc::try_unwrap(inner).ok().expect("not shared yet");
             i.nodes = maxes
                 .into_iter()
-                .map(|max| Mutex::new(NodeActive { nr: 0, max, pending: VecDeque::new() }))
+                .map(|max| NodeActive {
+                    nr: AtomicUsize::new(0),
+                    max: AtomicUsize::new(max),
+                    pending_len: AtomicUsize::new(0),
+                    pending: Mutex::new(VecDeque::new()),
+                })
                 .collect();
             Arc::new(i)
         };
-        let mut tab = Pwqs { cpu: vec![None; topo.nr_cpu_ids().max(real.iter().max().map_or(0, |m| m + 1))], dfl: None, all: Vec::new() };
+        let mut tab = Pwqs {
+            cpu: vec![
+                None;
+                topo.nr_cpu_ids()
+                    .max(real.iter().max().map_or(0, |m| m + 1))
+            ],
+            dfl: None,
+            all: Vec::new(),
+        };
         if !unbound {
             for &c in &real {
                 let pool = pool::bound_pool(c, highpri, self.wake)?;
@@ -569,16 +663,23 @@ impl WorkqueueBuilder {
                 pod_cpus: real_mask.clone(),
                 strict: self.strict,
                 wake: self.wake,
+                managed: self.concurrency == UnboundConcurrency::PerCpu,
             })?;
-            let dfl = PwqRef { pool: dfl_pool, slot: dfl_pool.attach(inner.clone(), max_active, dfl_node) };
+            let dfl = PwqRef {
+                pool: dfl_pool,
+                slot: dfl_pool.attach(inner.clone(), max_active, dfl_node),
+            };
             tab.dfl = Some(dfl);
             tab.all.push(dfl);
             if !self.ordered {
                 let scope = self.scope.unwrap_or(Scope::CacheShard);
-                let shard = self.cache_shard_size.unwrap_or(topology::DEFAULT_CACHE_SHARD_SIZE);
+                let shard = self
+                    .cache_shard_size
+                    .unwrap_or(topology::DEFAULT_CACHE_SHARD_SIZE);
                 let pods = topo.pods(scope, shard);
                 for pod in &pods.pods {
-                    let cpus: Vec<usize> = pod.iter().copied().filter(|c| mask.contains(c)).collect();
+                    let cpus: Vec<usize> =
+                        pod.iter().copied().filter(|c| mask.contains(c)).collect();
                     if cpus.is_empty() {
                         continue;
                     }
@@ -593,8 +694,12 @@ impl WorkqueueBuilder {
                         pod_cpus: pod_real,
                         strict: self.strict,
                         wake: self.wake,
+                        managed: self.concurrency == UnboundConcurrency::PerCpu,
                     })?;
-                    let r = PwqRef { pool, slot: pool.attach(inner.clone(), max_active, node) };
+                    let r = PwqRef {
+                        pool,
+                        slot: pool.attach(inner.clone(), max_active, node),
+                    };
                     tab.all.push(r);
                     for &c in &cpus {
                         tab.cpu[c] = Some(r);
@@ -622,6 +727,7 @@ impl Workqueue {
             wake: WakeMode::Deferred,
             topology: None,
             cache_shard_size: None,
+            concurrency: UnboundConcurrency::PerCpu,
         }
     }
 
@@ -642,9 +748,7 @@ impl Workqueue {
         if !work.0.try_claim() {
             return false;
         }
-        let before = self.inner.stats.rejected.load(Ordering::Relaxed);
-        self.inner.queue_claimed(&work.0, None);
-        self.inner.stats.rejected.load(Ordering::Relaxed) == before
+        self.inner.queue_claimed(&work.0, None)
     }
 
     /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
@@ -661,9 +765,7 @@ impl Workqueue {
         if !work.0.try_claim() {
             return Ok(false);
         }
-        let before = self.inner.stats.rejected.load(Ordering::Relaxed);
-        self.inner.queue_claimed(&work.0, Some(cpu));
-        Ok(self.inner.stats.rejected.load(Ordering::Relaxed) == before)
+        Ok(self.inner.queue_claimed(&work.0, Some(cpu)))
     }
 
     /// Queues `dw` after `delay` (`queue_delayed_work`); false if already pending.
@@ -672,11 +774,11 @@ impl Workqueue {
             return false;
         }
         if delay.is_zero() {
-            self.inner.queue_claimed(&dw.work.0, None);
+            self.inner.queue_claimed(&dw.work.0, None)
         } else {
             timer::arm(&dw.work.0, &self.inner, None, delay);
+            true
         }
-        true
     }
 
     /// Re-arms `dw` to run after `delay` whether or not it was pending
@@ -710,7 +812,9 @@ impl Workqueue {
     /// ones to finish; queued items wait, in order, until [`thaw`](Self::thaw).
     pub fn freeze(&self) -> Result<(), Error> {
         if !self.inner.flags.contains(WqFlags::FREEZABLE) {
-            return Err(Error::NotFreezable { name: self.inner.name.clone() });
+            return Err(Error::NotFreezable {
+                name: self.inner.name.clone(),
+            });
         }
         self.inner.frozen.store(true, Ordering::SeqCst);
         // Freezing is rare: poll the pwqs until nothing is active.
@@ -728,7 +832,9 @@ impl Workqueue {
     /// Lets a frozen workqueue run again.
     pub fn thaw(&self) -> Result<(), Error> {
         if !self.inner.flags.contains(WqFlags::FREEZABLE) {
-            return Err(Error::NotFreezable { name: self.inner.name.clone() });
+            return Err(Error::NotFreezable {
+                name: self.inner.name.clone(),
+            });
         }
         self.inner.frozen.store(false, Ordering::SeqCst);
         self.reactivate();
@@ -757,7 +863,10 @@ impl Workqueue {
     /// the new limit allows. Not allowed on ordered queues.
     pub fn set_max_active(&self, n: usize) -> Result<(), Error> {
         if n == 0 || n > MAX_ACTIVE {
-            return Err(Error::InvalidMaxActive { value: n, max: MAX_ACTIVE });
+            return Err(Error::InvalidMaxActive {
+                value: n,
+                max: MAX_ACTIVE,
+            });
         }
         if self.inner.ordered && n != 1 {
             return Err(Error::OrderedMaxActive(n));
@@ -765,7 +874,7 @@ impl Workqueue {
         self.inner.max_active.store(n, Ordering::SeqCst);
         if self.inner.unbound {
             for (node, max) in self.inner.node_maxes(n).into_iter().enumerate() {
-                self.inner.nodes[node].lock().unwrap_or_else(|e| e.into_inner()).max = max;
+                self.inner.nodes[node].max.store(max, Ordering::SeqCst);
             }
         }
         self.reactivate();
@@ -777,7 +886,7 @@ impl Workqueue {
         self.inner
             .nodes
             .iter()
-            .map(|n| n.lock().unwrap_or_else(|e| e.into_inner()).max)
+            .map(|n| n.max.load(Ordering::SeqCst))
             .collect()
     }
 
@@ -814,18 +923,20 @@ impl Workqueue {
 
     /// The workqueue's counters.
     pub fn stats(&self) -> WorkqueueStats {
-        let s = &self.inner.stats;
-        let started = s.started.load(Ordering::Relaxed);
-        let completed = s.completed.load(Ordering::Relaxed);
-        WorkqueueStats {
-            queued: s.queued.load(Ordering::Relaxed),
-            started,
-            completed,
-            in_flight: started.saturating_sub(completed),
-            panics: s.panics.load(Ordering::Relaxed),
-            cm_wakeup: s.cm_wakeup.load(Ordering::Relaxed),
-            rejected: s.rejected.load(Ordering::Relaxed),
+        let mut out = WorkqueueStats {
+            rejected: self.inner.stats.rejected.load(Ordering::Relaxed),
+            ..WorkqueueStats::default()
+        };
+        for r in self.inner.pwq_list() {
+            let p = r.pool.pwq_stats(r.slot);
+            out.queued += p.queued;
+            out.started += p.started;
+            out.completed += p.completed;
+            out.panics += p.panics;
+            out.cm_wakeup += p.cm_wakeup;
         }
+        out.in_flight = out.started.saturating_sub(out.completed);
+        out
     }
 }
 
@@ -887,7 +998,10 @@ fn unregister(wq: &Arc<WqInner>) {
 /// Names of the live workqueues of this process.
 pub fn workqueue_names() -> Vec<String> {
     let r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    r.iter().filter_map(|w| w.upgrade()).map(|w| w.name.clone()).collect()
+    r.iter()
+        .filter_map(|w| w.upgrade())
+        .map(|w| w.name.clone())
+        .collect()
 }
 
 type PanicHook = Arc<dyn Fn(&str, &str) + Send + Sync>;

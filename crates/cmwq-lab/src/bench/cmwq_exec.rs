@@ -35,32 +35,58 @@ impl ExecutorFactory for CmwqFactory {
 
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
         let scope = ctx.scope.ok_or("cmwq: a run needs an affinity scope")?;
-        // `ctx.synthetic` (`--synthetic SPEC`): the engine author maps the synthetic
-        // topology's pods onto ctx.cpus here (e.g. a builder option taking a Topology).
-        let wq = cmwq::Workqueue::builder("bench_wq")
+        let mut b = cmwq::Workqueue::builder("bench_wq")
             .unbound()
             .affinity_scope(scope)
+            .affinity_strict(ctx.strict)
+            .wake_mode(if ctx.wake_under_lock {
+                cmwq::WakeMode::UnderLock
+            } else {
+                cmwq::WakeMode::Deferred
+            });
+        // With a synthetic topology, producer i queues for a CPU of the synthetic
+        // machine (spread evenly over it) with `queue_on`, as the kernel's
+        // producers queue from their own CPUs; the pods' workers run folded onto
+        // the real CPUs.
+        let mut virt = None;
+        if let Some(spec) = ctx.synthetic {
+            let t = cmwq::topology::Topology::from_synthetic(spec)
+                .map_err(|e| format!("cmwq: --synthetic: {e}"))?;
+            virt = Some(t.online().to_vec());
+            b = b.topology(Arc::new(t));
+        }
+        let wq = b
             .build()
             .map_err(|e| format!("cmwq: building bench_wq ({scope}): {e}"))?;
-        Ok(Box::new(CmwqExec { wq }))
+        Ok(Box::new(CmwqExec {
+            wq,
+            virt,
+            producers: ctx.producers,
+        }))
     }
 }
 
 /// One run's workqueue.
 struct CmwqExec {
     wq: cmwq::Workqueue,
+    /// Online CPUs of the synthetic topology, if any.
+    virt: Option<Vec<usize>>,
+    /// Producer threads of the run.
+    producers: usize,
 }
 
 /// A producer's work items, one per in-flight slot, created once and re-queued.
 struct CmwqProducer<'a> {
     wq: &'a cmwq::Workqueue,
     works: Vec<cmwq::Work>,
+    /// The synthetic CPU this producer queues for.
+    cpu: Option<usize>,
 }
 
 impl Executor for CmwqExec {
     fn producer<'a>(
         &'a self,
-        _id: usize,
+        id: usize,
         _cpu: usize,
         slots: usize,
         done: Arc<Completion>,
@@ -71,9 +97,15 @@ impl Executor for CmwqExec {
                 cmwq::Work::new(move || d.complete())
             })
             .collect();
+        // Producers are spread evenly over the synthetic machine's CPUs.
+        let cpu = self
+            .virt
+            .as_ref()
+            .map(|v| v[(id * v.len() / self.producers.max(1)) % v.len()]);
         Box::new(CmwqProducer {
             wq: &self.wq,
             works,
+            cpu,
         })
     }
 
@@ -88,7 +120,10 @@ impl Producer for CmwqProducer<'_> {
         // The harness re-queues a slot only after its callback signalled completion,
         // and PENDING is cleared before the callback runs (as in the kernel), so this
         // must succeed; a `false` would silently lose an item and hang the producer.
-        let queued = self.wq.queue(&self.works[slot]);
+        let queued = match self.cpu {
+            Some(c) => self.wq.queue_on(c, &self.works[slot]).unwrap_or(false),
+            None => self.wq.queue(&self.works[slot]),
+        };
         assert!(
             queued,
             "cmwq: work of slot {slot} still pending when re-queued"

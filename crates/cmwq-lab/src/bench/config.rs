@@ -36,6 +36,10 @@ pub struct BenchConfig {
     pub workers: usize,
     /// `--synthetic SPEC`, handed to the executors untouched.
     pub synthetic: Option<String>,
+    /// cmwq: bind workers to their pod (`affinity_strict`, `--strict`).
+    pub strict: bool,
+    /// cmwq: wake the picked worker while holding the pool lock (`--wake under-lock`).
+    pub wake_under_lock: bool,
     /// A run in which no item completes for this long fails instead of hanging
     /// (default [`STALL_TIMEOUT`](super::runner::STALL_TIMEOUT); not in the JSON).
     #[serde(skip)]
@@ -55,6 +59,8 @@ impl BenchConfig {
             rounds: 3,
             workers: online_cpus,
             synthetic: None,
+            strict: false,
+            wake_under_lock: false,
             stall_timeout: super::runner::STALL_TIMEOUT,
         }
     }

@@ -64,6 +64,12 @@ pub struct BuildCtx<'a> {
     pub scope: Option<Scope>,
     /// `--synthetic SPEC`, passed through untouched for executors that understand it.
     pub synthetic: Option<&'a str>,
+    /// Producer threads of the run (P).
+    pub producers: usize,
+    /// cmwq only: `affinity_strict` for the run's workqueue.
+    pub strict: bool,
+    /// cmwq only: wake workers under the pool lock (the pre-2026 order).
+    pub wake_under_lock: bool,
     /// The CPUs this process may run on, in ascending order (producer `i` is pinned
     /// to `cpus[i % cpus.len()]`).
     pub cpus: &'a [usize],

@@ -292,6 +292,9 @@ pub fn run_once(
         workers: cfg.workers,
         scope: job.scope,
         synthetic: cfg.synthetic.as_deref(),
+        producers: cfg.threads,
+        strict: cfg.strict,
+        wake_under_lock: cfg.wake_under_lock,
         cpus,
     };
     let exec = job.factory.build(&ctx)?;
