@@ -123,6 +123,11 @@ pub(crate) struct PwqState {
     pub nr_in_flight: usize,
     pub work_color: u8,
     pub node: usize,
+    /// Unbound pwqs: units of the node's `max_active` budget taken ahead and not
+    /// used yet. Batching them keeps the node counter (shared by every CPU) off
+    /// the per-item path; they go back as soon as the pwq idles or another pwq
+    /// waits, so the limit is never exceeded and nobody waits on cached budget.
+    pub credits: usize,
     /// Counters of this pwq, kept under the pool lock (no shared cache line).
     pub stats: PwqStats,
 }
@@ -374,6 +379,7 @@ impl Pool {
             nr_in_flight: 0,
             work_color: 0,
             node,
+            credits: 0,
             stats: PwqStats::default(),
         };
         let slot = if let Some(s) = g.free_pwqs.pop() {
@@ -492,13 +498,22 @@ impl Pool {
         };
         let mut recheck = None;
         let active = if unbound {
-            let wq = p.wq.as_ref().expect("live pwq");
-            match wq.node_try_get(node, self.id, slot) {
-                crate::workqueue::NodeGet::Active => true,
-                crate::workqueue::NodeGet::Waiting => false,
-                crate::workqueue::NodeGet::WaitingRecheck => {
-                    recheck = Some((wq.clone(), node));
-                    false
+            let PwqState { wq, credits, .. } = p;
+            let wq = wq.as_ref().expect("live pwq");
+            if *credits > 0 && !wq.frozen.load(Ordering::Relaxed) && !wq.node_has_waiters(node) {
+                *credits -= 1;
+                true
+            } else {
+                match wq.node_try_get(node, self.id, slot) {
+                    crate::workqueue::NodeGet::Active(got) => {
+                        *credits += got - 1;
+                        true
+                    }
+                    crate::workqueue::NodeGet::Waiting => false,
+                    crate::workqueue::NodeGet::WaitingRecheck => {
+                        recheck = Some((wq.clone(), node));
+                        false
+                    }
                 }
             }
         } else {
@@ -552,7 +567,17 @@ impl Pool {
         p.nr_active -= 1;
         if wq.unbound {
             let node = p.node;
-            if wq.node_put(node) {
+            p.credits += 1;
+            let idle = p.nr_active == 0 && p.inactive.is_empty();
+            let give = if idle || wq.node_has_waiters(node) {
+                std::mem::take(&mut p.credits)
+            } else if p.credits > 2 * wq.node_batch(node) {
+                let keep = wq.node_batch(node);
+                std::mem::replace(&mut p.credits, keep) - keep
+            } else {
+                0
+            };
+            if give > 0 && wq.node_put(node, give) {
                 post.activate = Some((wq.clone(), node));
             }
         } else {

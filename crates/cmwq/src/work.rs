@@ -76,6 +76,8 @@ impl WorkInner {
         if self.done.load(Ordering::SeqCst) >= target {
             return false;
         }
+        // Waiting on a worker is blocking: let its pool start another worker.
+        let _blocked = crate::pool::BlockingGuard::new();
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let mut g = self.wait_lock.lock().unwrap_or_else(|e| e.into_inner());
         while self.done.load(Ordering::SeqCst) < target {

@@ -111,25 +111,36 @@ struct NodeActive {
     nr: AtomicUsize,
     max: AtomicUsize,
     pending_len: AtomicUsize,
+    /// How many units a pwq takes at once and may keep cached (see `PwqState::credits`).
+    batch: usize,
     /// Inactive items waiting for budget, as (pool id, pwq slot), oldest first.
     pending: Mutex<VecDeque<(u32, u32)>>,
 }
 
 impl NodeActive {
     fn try_inc(&self) -> bool {
+        self.try_take(1) == 1
+    }
+
+    /// Takes up to `want` units (at least one, or none if the node is full).
+    fn try_take(&self, want: usize) -> usize {
         let max = self.max.load(Ordering::SeqCst);
-        self.nr
+        match self
+            .nr
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .is_ok()
+                (n < max).then(|| n + want.min(max - n))
+            }) {
+            Ok(prev) => want.min(max - prev),
+            Err(_) => 0,
+        }
     }
 }
 
 /// What [`WqInner::node_try_get`] decided.
 pub(crate) enum NodeGet {
-    /// Budget taken: the item is active.
-    Active,
+    /// Budget taken: the item is active; the count is the units taken (the item's
+    /// own and any extra the pwq caches).
+    Active(usize),
     /// The item waits for budget.
     Waiting,
     /// The item waits, but budget may have been freed meanwhile: call
@@ -164,7 +175,9 @@ pub(crate) struct WqInner {
     max_active: AtomicUsize,
     nodes: Vec<NodeActive>,
     node_cpus: Vec<usize>,
-    pwqs: RwLock<Pwqs>,
+    /// Set once when the workqueue is built; read without locking on every queue.
+    /// (Live attribute changes will swap whole tables.)
+    pwqs: OnceLock<Pwqs>,
     flush_lock: Mutex<u64>,
     flush_cv: Condvar,
     flushers: AtomicU32,
@@ -189,8 +202,11 @@ impl WqInner {
     pub(crate) fn node_try_get(&self, node: usize, pool: u32, slot: u32) -> NodeGet {
         let n = &self.nodes[node];
         let frozen = self.frozen.load(Ordering::SeqCst);
-        if !frozen && n.pending_len.load(Ordering::SeqCst) == 0 && n.try_inc() {
-            return NodeGet::Active;
+        if !frozen && n.pending_len.load(Ordering::SeqCst) == 0 {
+            let got = n.try_take(n.batch);
+            if got > 0 {
+                return NodeGet::Active(got);
+            }
         }
         let mut q = n.pending.lock().unwrap_or_else(|e| e.into_inner());
         q.push_back((pool, slot));
@@ -204,11 +220,21 @@ impl WqInner {
         }
     }
 
-    /// Returns one unit of budget; true if some pwq waits for it.
-    pub(crate) fn node_put(&self, node: usize) -> bool {
+    /// Returns `units` of budget; true if some pwq waits for it.
+    pub(crate) fn node_put(&self, node: usize, units: usize) -> bool {
         let n = &self.nodes[node];
-        n.nr.fetch_sub(1, Ordering::SeqCst);
+        n.nr.fetch_sub(units, Ordering::SeqCst);
         n.pending_len.load(Ordering::SeqCst) > 0
+    }
+
+    /// Whether items wait for budget on `node`.
+    pub(crate) fn node_has_waiters(&self, node: usize) -> bool {
+        self.nodes[node].pending_len.load(Ordering::SeqCst) > 0
+    }
+
+    /// How many units a pwq of `node` may keep cached.
+    pub(crate) fn node_batch(&self, node: usize) -> usize {
+        self.nodes[node].batch
     }
 
     /// Activates waiting items while the node's budget allows (`node_activate_pending_pwq`).
@@ -230,12 +256,14 @@ impl WqInner {
         }
     }
 
-    fn pwq_list(&self) -> Vec<PwqRef> {
+    fn pwqs(&self) -> &Pwqs {
         self.pwqs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .all
-            .clone()
+            .get()
+            .expect("pwqs are set before the workqueue is handed out")
+    }
+
+    fn pwq_list(&self) -> Vec<PwqRef> {
+        self.pwqs().all.clone()
     }
 
     fn nr_in_flight(&self) -> usize {
@@ -270,7 +298,7 @@ impl WqInner {
             return false;
         }
         let target = {
-            let p = self.pwqs.read().unwrap_or_else(|e| e.into_inner());
+            let p = self.pwqs();
             if self.ordered {
                 p.dfl
             } else {
@@ -280,13 +308,17 @@ impl WqInner {
         };
         let Some(mut target) = target else {
             // A bound queue and a CPU without a pwq: take the first CPU's.
-            let p = self.pwqs.read().unwrap_or_else(|e| e.into_inner());
+            let p = self.pwqs();
             let first = p.all[0];
-            drop(p);
             first.pool.insert(first.slot, work, self.unbound);
             return true;
         };
+        // Non-reentrancy: if the item runs on another pool now, follow it there. If
+        // it last ran on the target pool, the worker that takes it checks the busy
+        // table under that pool's lock, so no extra lock is needed here.
+        let last = work.pool.load(Ordering::Relaxed);
         if !self.ordered
+            && last != target.pool.id + 1
             && let Some((pool, slot)) = pool::find_running(work, self)
         {
             target = PwqRef { pool, slot };
@@ -307,6 +339,8 @@ impl WqInner {
     }
 
     fn flush(&self) {
+        // A flush from a worker blocks it: let its pool start another worker.
+        let _blocked = pool::BlockingGuard::new();
         self.flushers.fetch_add(1, Ordering::SeqCst);
         let mut g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let pwqs = self.pwq_list();
@@ -363,12 +397,8 @@ impl WqInner {
             n.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
             n.pending_len.store(0, Ordering::SeqCst);
         }
-        let mut p = self.pwqs.write().unwrap_or_else(|e| e.into_inner());
-        let all = std::mem::take(&mut p.all);
-        p.cpu.clear();
-        p.dfl = None;
-        drop(p);
-        for r in all {
+        // No handle is left, so nothing queues any more: release the pwqs.
+        for r in self.pwqs().all.iter() {
             r.pool.detach(r.slot);
         }
         unregister(self);
@@ -607,11 +637,7 @@ impl WorkqueueBuilder {
             max_active: AtomicUsize::new(max_active),
             nodes: Vec::new(),
             node_cpus,
-            pwqs: RwLock::new(Pwqs {
-                cpu: Vec::new(),
-                dfl: None,
-                all: Vec::new(),
-            }),
+            pwqs: OnceLock::new(),
             flush_lock: Mutex::new(0),
             flush_cv: Condvar::new(),
             flushers: AtomicU32::new(0),
@@ -629,6 +655,8 @@ impl WorkqueueBuilder {
                     nr: AtomicUsize::new(0),
                     max: AtomicUsize::new(max),
                     pending_len: AtomicUsize::new(0),
+                    // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
+                    batch: (max / 16).clamp(1, 32),
                     pending: Mutex::new(VecDeque::new()),
                 })
                 .collect();
@@ -707,7 +735,7 @@ impl WorkqueueBuilder {
                 }
             }
         }
-        *inner.pwqs.write().unwrap_or_else(|e| e.into_inner()) = tab;
+        let _ = inner.pwqs.set(tab);
         register(&inner);
         Ok(Workqueue { inner })
     }
@@ -755,7 +783,7 @@ impl Workqueue {
     /// queue, that CPU's pod for an unbound one. A CPU with no pool is an error.
     pub fn queue_on(&self, cpu: usize, work: &Work) -> Result<bool, Error> {
         let known = {
-            let p = self.inner.pwqs.read().unwrap_or_else(|e| e.into_inner());
+            let p = self.inner.pwqs();
             p.cpu.get(cpu).is_some_and(|r| r.is_some())
                 || (self.inner.unbound && self.inner.route_cpus.binary_search(&cpu).is_ok())
         };
@@ -890,6 +918,16 @@ impl Workqueue {
             .collect()
     }
 
+    /// Units of each node's budget held now (active items plus budget cached by
+    /// pwqs); 0 on every node once the workqueue is idle (kernel: `node_nr_active[].nr`).
+    pub fn node_nr_active(&self) -> Vec<usize> {
+        self.inner
+            .nodes
+            .iter()
+            .map(|n| n.nr.load(Ordering::SeqCst))
+            .collect()
+    }
+
     /// Number of distinct pools this workqueue uses (its pwqs).
     pub fn nr_pwqs(&self) -> usize {
         self.inner.pwq_list().len()
@@ -897,7 +935,7 @@ impl Workqueue {
 
     /// The pool ids serving each topology CPU (`None`: no pwq), and the default pool.
     pub fn cpu_pools(&self) -> (Vec<Option<u32>>, Option<u32>) {
-        let p = self.inner.pwqs.read().unwrap_or_else(|e| e.into_inner());
+        let p = self.inner.pwqs();
         (
             p.cpu.iter().map(|r| r.map(|r| r.pool.id)).collect(),
             p.dfl.map(|r| r.pool.id),
@@ -1055,3 +1093,57 @@ system_wq!(
     /// The kernel's `system_unbound_wq`: unbound, default scope.
     system_unbound, "events_unbound", |b: WorkqueueBuilder| b.unbound()
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Work;
+    use std::sync::atomic::AtomicUsize;
+
+    /// The node budget is conserved: batches of cached credits go back, so an
+    /// idle unbound workqueue holds no budget, and no item is left waiting.
+    #[test]
+    fn node_budget_returns_to_zero_when_idle() {
+        for max in [1usize, 3, 8, 64, 1024] {
+            let wq = Workqueue::builder("budget")
+                .unbound()
+                .affinity_scope(Scope::Cpu)
+                .max_active(max)
+                .build()
+                .unwrap();
+            let ran = Arc::new(AtomicUsize::new(0));
+            let works: Vec<Work> = (0..200)
+                .map(|_| {
+                    let r = ran.clone();
+                    Work::new(move || {
+                        r.fetch_add(1, Ordering::SeqCst);
+                    })
+                })
+                .collect();
+            let mut queued = 0;
+            for round in 0..20 {
+                for (i, w) in works.iter().enumerate() {
+                    let cpus = &wq.inner.route_cpus;
+                    let cpu = cpus[(i + round) % cpus.len()];
+                    queued += usize::from(wq.queue_on(cpu, w).unwrap());
+                }
+                if round % 3 == 0 {
+                    wq.flush();
+                    assert_eq!(
+                        wq.node_nr_active().iter().sum::<usize>(),
+                        0,
+                        "max_active {max}"
+                    );
+                }
+            }
+            wq.flush();
+            assert_eq!(ran.load(Ordering::SeqCst), queued, "max_active {max}");
+            assert!(queued >= 200 * 7, "every flush round re-queues everything");
+            assert_eq!(
+                wq.node_nr_active().iter().sum::<usize>(),
+                0,
+                "max_active {max}"
+            );
+        }
+    }
+}
