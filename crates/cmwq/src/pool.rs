@@ -724,6 +724,17 @@ fn worker_thread(pool: &'static Pool, me: usize) {
             g.workers[me].state = WState::Idle;
             g.idle.push(me);
             loop {
+                if g.dying && g.worklist.is_empty() {
+                    // The pool was let go while this worker was busy: leave now
+                    // rather than after the idle timeout.
+                    if let Some(pos) = g.idle.iter().position(|&i| i == me) {
+                        g.idle.remove(pos);
+                    }
+                    g.workers[me].state = WState::Exited;
+                    g.workers[me].thread = None;
+                    g.nr_workers -= 1;
+                    return;
+                }
                 drop(g);
                 let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
                 let t0 = std::time::Instant::now();

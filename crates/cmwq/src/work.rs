@@ -40,7 +40,20 @@ impl WorkInner {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             if s & PENDING != 0 || s >= DISABLE_ONE {
-                return false;
+                // Fail through a write, never a plain load: the caller's earlier
+                // stores must be ordered before the worker's clear of PENDING, or
+                // the pending run may miss what the caller published (the kernel
+                // made test_and_set_bit fully ordered on failure for this reason).
+                match self
+                    .state
+                    .compare_exchange_weak(s, s, Ordering::SeqCst, Ordering::Relaxed)
+                {
+                    Ok(_) => return false,
+                    Err(now) => {
+                        s = now;
+                        continue;
+                    }
+                }
             }
             match self.state.compare_exchange_weak(
                 s,
