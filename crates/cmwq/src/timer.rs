@@ -100,13 +100,13 @@ pub(crate) fn fire_now(work: &Arc<WorkInner>) {
         .armed
         .remove(&key(work));
     if let Some(a) = a {
-        let _ = a.wq.queue_claimed(&a.work, a.cpu);
+        let _ = a.wq.queue_claimed(&a.work, a.cpu, true);
     }
 }
 
-/// Queues every armed item of `wq` now (workqueue destruction).
-pub(crate) fn fire_all_for(wq: &Arc<WqInner>) {
-    let Some(t) = TIMER.get() else { return };
+/// Queues every armed item of `wq` now (workqueue destruction); returns how many.
+pub(crate) fn fire_all_for(wq: &Arc<WqInner>) -> usize {
+    let Some(t) = TIMER.get() else { return 0 };
     let _d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
     let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
     let keys: Vec<usize> = s
@@ -117,9 +117,11 @@ pub(crate) fn fire_all_for(wq: &Arc<WqInner>) {
         .collect();
     let fired: Vec<Armed> = keys.iter().filter_map(|k| s.armed.remove(k)).collect();
     drop(s);
+    let n = fired.len();
     for a in fired {
-        let _ = a.wq.queue_claimed(&a.work, a.cpu);
+        let _ = a.wq.queue_claimed(&a.work, a.cpu, true);
     }
+    n
 }
 
 fn timer_thread() {
@@ -157,7 +159,7 @@ fn timer_thread() {
         }
         drop(s);
         for a in fired.drain(..) {
-            let _ = a.wq.queue_claimed(&a.work, a.cpu);
+            let _ = a.wq.queue_claimed(&a.work, a.cpu, true);
         }
         drop(d);
     }

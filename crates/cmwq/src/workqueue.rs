@@ -256,6 +256,12 @@ impl WqInner {
         }
     }
 
+    /// Draining, and the caller is not one of this queue's own items.
+    fn refuses_outsiders(self: &Arc<Self>) -> bool {
+        self.draining.load(Ordering::SeqCst) > 0
+            && pool::current_wq_addr() != Arc::as_ptr(self) as usize
+    }
+
     fn pwqs(&self) -> &Pwqs {
         self.pwqs
             .get()
@@ -288,10 +294,9 @@ impl WqInner {
         self: &Arc<Self>,
         work: &Arc<WorkInner>,
         cpu: Option<usize>,
+        from_timer: bool,
     ) -> bool {
-        if self.draining.load(Ordering::SeqCst) > 0
-            && pool::current_wq_addr() != Arc::as_ptr(self) as usize
-        {
+        if !from_timer && self.refuses_outsiders() {
             self.stats.rejected.fetch_add(1, Ordering::Relaxed);
             work.clear_pending();
             work.finish_cycle();
@@ -344,14 +349,19 @@ impl WqInner {
         self.flushers.fetch_add(1, Ordering::SeqCst);
         let mut g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let pwqs = self.pwq_list();
-        let next = ((*g + 1) % NR_COLORS as u64) as usize;
         // Make room: the next colour's slot must hold nothing of 16 colours ago.
-        while pwqs
-            .iter()
-            .any(|r| r.pool.with_pwq(r.slot, |p| p.in_flight[next] > 0))
-        {
+        // Other flushers may advance the colour while we wait, so `next` is
+        // recomputed after every wait.
+        let next = loop {
+            let next = ((*g + 1) % NR_COLORS as u64) as usize;
+            if !pwqs
+                .iter()
+                .any(|r| r.pool.with_pwq(r.slot, |p| p.in_flight[next] > 0))
+            {
+                break next;
+            }
             g = self.flush_cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
+        };
         *g += 1;
         let new = *g;
         for r in &pwqs {
@@ -390,9 +400,16 @@ impl WqInner {
         if self.destroyed.swap(true, Ordering::SeqCst) {
             return;
         }
-        timer::fire_all_for(self);
-        self.drain();
+        // Drain for good: from here only the queue's own items (and its timers,
+        // armed before or by them) may add work; every timer is fired at once.
         self.draining.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let fired = timer::fire_all_for(self);
+            self.flush();
+            if fired == 0 && self.nr_in_flight() == 0 && timer::fire_all_for(self) == 0 {
+                break;
+            }
+        }
         for n in &self.nodes {
             n.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
             n.pending_len.store(0, Ordering::SeqCst);
@@ -776,7 +793,7 @@ impl Workqueue {
         if !work.0.try_claim() {
             return false;
         }
-        self.inner.queue_claimed(&work.0, None)
+        self.inner.queue_claimed(&work.0, None, false)
     }
 
     /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
@@ -793,7 +810,7 @@ impl Workqueue {
         if !work.0.try_claim() {
             return Ok(false);
         }
-        Ok(self.inner.queue_claimed(&work.0, Some(cpu)))
+        Ok(self.inner.queue_claimed(&work.0, Some(cpu), false))
     }
 
     /// Queues `dw` after `delay` (`queue_delayed_work`); false if already pending.
@@ -802,7 +819,13 @@ impl Workqueue {
             return false;
         }
         if delay.is_zero() {
-            self.inner.queue_claimed(&dw.work.0, None)
+            self.inner.queue_claimed(&dw.work.0, None, false)
+        } else if self.inner.refuses_outsiders() {
+            // As `queue`: a draining queue takes no new work from outside.
+            self.inner.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            dw.work.0.clear_pending();
+            dw.work.0.finish_cycle();
+            false
         } else {
             timer::arm(&dw.work.0, &self.inner, None, delay);
             true
