@@ -230,6 +230,13 @@ impl PoolInner {
         self.workers[i].thread.clone()
     }
 
+    /// Takes worker `me` off the idle stack (it was not picked by a kick).
+    fn leave_idle(&mut self, me: usize) {
+        if let Some(pos) = self.idle.iter().position(|&i| i == me) {
+            self.idle.remove(pos);
+        }
+    }
+
     fn find_executing(&self, work: &Arc<WorkInner>) -> Option<usize> {
         self.workers
             .iter()
@@ -723,13 +730,12 @@ fn worker_thread(pool: &'static Pool, me: usize) {
         if !g.need_more_worker(pool.cap) {
             g.workers[me].state = WState::Idle;
             g.idle.push(me);
+            let mut timed_out = false;
             loop {
-                if g.dying && g.worklist.is_empty() {
-                    // The pool was let go while this worker was busy: leave now
-                    // rather than after the idle timeout.
-                    if let Some(pos) = g.idle.iter().position(|&i| i == me) {
-                        g.idle.remove(pos);
-                    }
+                // Leave if idle beyond the cull rule, or if the pool was let go
+                // (also when that happened while this worker was busy).
+                if (timed_out && g.too_many_workers()) || (g.dying && g.worklist.is_empty()) {
+                    g.leave_idle(me);
                     g.workers[me].state = WState::Exited;
                     g.workers[me].thread = None;
                     g.nr_workers -= 1;
@@ -739,27 +745,14 @@ fn worker_thread(pool: &'static Pool, me: usize) {
                 let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
                 let t0 = std::time::Instant::now();
                 thread::park_timeout(timeout);
-                let timed_out = t0.elapsed() >= timeout;
+                timed_out = t0.elapsed() >= timeout;
                 g = pool.lock();
                 if g.workers[me].state == WState::Woken {
                     g.nr_woken -= 1;
                     break;
                 }
-                let cull =
-                    (timed_out && g.too_many_workers()) || (g.dying && g.worklist.is_empty());
-                if cull {
-                    if let Some(pos) = g.idle.iter().position(|&i| i == me) {
-                        g.idle.remove(pos);
-                    }
-                    g.workers[me].state = WState::Exited;
-                    g.workers[me].thread = None;
-                    g.nr_workers -= 1;
-                    return;
-                }
                 if g.need_more_worker(pool.cap) {
-                    if let Some(pos) = g.idle.iter().position(|&i| i == me) {
-                        g.idle.remove(pos);
-                    }
+                    g.leave_idle(me);
                     break;
                 }
             }
