@@ -13,7 +13,7 @@ const TINY: &[&str] = &["bench", "--threads", "2", "--items", "200", "--rounds",
 
 #[test]
 fn kernel_lines_then_table() {
-    let out = cmwq(&[TINY, &["--vs", "crossbeam,limit"]].concat());
+    let out = cmwq(&[TINY, &["--vs", "crossbeam,limit", "--scopes", "cache,cpu"]].concat());
     assert!(
         out.status.success(),
         "{}",
@@ -25,7 +25,8 @@ fn kernel_lines_then_table() {
         lines[0],
         "test_workqueue: running 2 threads, 200 items/thread"
     );
-    for (line, name) in lines[1..3].iter().zip(["crossbeam", "limit"]) {
+    // One kernel line per cmwq scope, in the kernel's order whatever the order asked.
+    for (line, name) in lines[1..3].iter().zip(["cpu", "cache"]) {
         let rest = line
             .strip_prefix("test_workqueue:   ")
             .expect("kernel prefix");
@@ -44,6 +45,16 @@ fn kernel_lines_then_table() {
     }
     assert_eq!(lines[3], "");
     assert!(lines[4].starts_with("executor"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("cmwq") && l.contains(" cpu "))
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("cmwq") && l.contains(" cache "))
+    );
     assert!(lines.iter().any(|l| l.starts_with("crossbeam")));
     assert!(lines.iter().any(|l| l.starts_with("limit")));
     // Not a terminal: no progress bar.
@@ -65,6 +76,8 @@ fn json_parses_and_plot_is_written() {
             &[
                 "--vs",
                 "all",
+                "--scopes",
+                "cpu,system",
                 "--batch",
                 "8",
                 "--json",
@@ -83,8 +96,10 @@ fn json_parses_and_plot_is_written() {
         serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(j["schema"], "cmwq-bench/1");
     assert_eq!(j["config"]["batch"], 8);
-    assert_eq!(j["summary"].as_array().unwrap().len(), 6);
-    assert_eq!(j["runs"].as_array().unwrap().len(), 6);
+    // cmwq once per scope, then the six peers.
+    assert_eq!(j["summary"].as_array().unwrap().len(), 8);
+    assert_eq!(j["runs"].as_array().unwrap().len(), 8);
+    assert_eq!(j["kernel_lines"].as_array().unwrap().len(), 3);
     for r in j["runs"].as_array().unwrap() {
         assert_eq!(r["completed"], 400);
     }
