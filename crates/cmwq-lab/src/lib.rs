@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Workloads, peers and statistics for measuring cmwq.
 //!
 //! The library crate `cmwq` knows nothing of this crate: the lab depends on the

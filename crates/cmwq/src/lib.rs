@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! cmwq: the Linux kernel's concurrency-managed workqueue, in user space.
 //!
 //! A [`Work`] is a callback with the kernel's state word: queueing it while it is
