@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod compare;
 mod topology;
 
 /// The cmwq command line.
@@ -21,6 +22,8 @@ struct Cli {
 enum Cmd {
     /// The kernel's test_workqueue on cmwq, side by side with the user-space peers.
     Bench(bench::BenchArgs),
+    /// A/B comparison of two configurations or two commands: interleaved runs, medians, Mann-Whitney and bootstrap verdicts.
+    Compare(compare::CompareArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
 }
@@ -29,6 +32,7 @@ fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Bench(a) => bench::run(a),
+        Cmd::Compare(a) => compare::run(a),
         Cmd::Topology(a) => topology::run(a),
     };
     if let Err(e) = res {

@@ -6,4 +6,5 @@
 
 pub mod abtable;
 pub mod bench;
+pub mod compare;
 pub mod stats;

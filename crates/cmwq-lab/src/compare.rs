@@ -1,0 +1,275 @@
+//! A/B runs: two commands, interleaved, measured from outside and from their own
+//! JSON, compared metric by metric with [`crate::stats`].
+//!
+//! The seed threads argue with tables of medians over interleaved runs, a delta
+//! and a verdict (`**` beyond noise, `ns` within it, `flat`). This module runs
+//! the two sides A B A B ... after warm-up runs, records each run's wall, user
+//! and system time, context switches and peak RSS (from `wait4`), and every
+//! number the command reports: a `cmwq bench --json` document (its summary rows,
+//! per executor and scope) or any JSON object with a `"metrics": {name: number}`
+//! map. A run that fails or prints no JSON is reported and left out, never
+//! averaged in. Hardware counters are not read yet; their rows say so.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::abtable::{AbTable, Metric};
+use crate::stats::{CompareConfig, Direction};
+
+/// One side of a comparison: a program and its arguments.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Side {
+    /// `A` or `B` label shown in reports.
+    pub label: String,
+    /// Program and arguments.
+    pub argv: Vec<String>,
+}
+
+/// What one run produced.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunRecord {
+    /// 0 for A, 1 for B.
+    pub side: usize,
+    /// Run number on its side, from 0 (warm-ups are not recorded).
+    pub index: usize,
+    /// Metrics by name; empty if the run failed.
+    pub metrics: BTreeMap<String, f64>,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+}
+
+/// Metrics a process gives from outside, whatever it prints.
+pub const PROCESS_METRICS: [&str; 6] = [
+    "wall s",
+    "user s",
+    "sys s",
+    "voluntary ctxsw",
+    "involuntary ctxsw",
+    "max RSS KiB",
+];
+
+/// Hardware counter rows the report carries as "not supported" until they are read.
+pub const COUNTER_METRICS: [&str; 4] = ["cycles", "instructions", "IPC", "L1i misses"];
+
+/// Runs `argv` once; returns its metrics (process ones plus those in its JSON).
+pub fn run_once(argv: &[String]) -> Result<BTreeMap<String, f64>, String> {
+    let (prog, args) = argv.split_first().ok_or("empty command")?;
+    let t0 = Instant::now();
+    let mut child = Command::new(prog)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {prog:?}: {e}"))?;
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let (status, ru) = wait4(child.id() as libc::pid_t)?;
+    let wall = t0.elapsed().as_secs_f64();
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        let tail: String = err.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
+        return Err(format!("{prog:?} failed (status {status}): {tail}"));
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let mut m = BTreeMap::new();
+    m.insert("wall s".to_string(), wall);
+    m.insert("user s".to_string(), tv(ru.ru_utime));
+    m.insert("sys s".to_string(), tv(ru.ru_stime));
+    m.insert("voluntary ctxsw".to_string(), ru.ru_nvcsw as f64);
+    m.insert("involuntary ctxsw".to_string(), ru.ru_nivcsw as f64);
+    m.insert("max RSS KiB".to_string(), ru.ru_maxrss as f64);
+    m.extend(extract_metrics(&out));
+    Ok(m)
+}
+
+fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage), String> {
+    let mut status = 0;
+    // SAFETY: `ru` is owned by this frame and filled by wait4; `pid` is our own
+    // child, which std has not reaped (we never called `wait` on it).
+    let (r, ru) = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        let r = libc::wait4(pid, &mut status, 0, &mut ru);
+        (r, ru)
+    };
+    if r < 0 {
+        return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+    }
+    Ok((status, ru))
+}
+
+/// Numbers a command reports on stdout: a `cmwq-bench/1` document's summary
+/// medians (`<executor>/<scope> <field>`), or a top-level `"metrics"` object.
+/// Anything else gives nothing.
+pub fn extract_metrics(stdout: &str) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(stdout.trim()) else {
+        return m;
+    };
+    if let Some(obj) = v.get("metrics").and_then(|x| x.as_object()) {
+        for (k, x) in obj {
+            if let Some(f) = x.as_f64() {
+                m.insert(k.clone(), f);
+            }
+        }
+    }
+    if v.get("schema").and_then(|s| s.as_str()) == Some("cmwq-bench/1") {
+        for row in v["summary"].as_array().into_iter().flatten() {
+            let who = format!(
+                "{}/{}",
+                row["executor"].as_str().unwrap_or("?"),
+                row["scope"].as_str().unwrap_or("-")
+            );
+            for field in [
+                "items_per_sec",
+                "enqueue_p50_ns",
+                "enqueue_p95_ns",
+                "round_trip_p50_ns",
+                "round_trip_p95_ns",
+                "cpu_s_per_million",
+                "vcsw_per_item",
+            ] {
+                if let Some(f) = row[field]["median"].as_f64() {
+                    m.insert(format!("{who} {field}"), f);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Which way is better for a metric, from its name.
+pub fn direction_of(name: &str) -> Direction {
+    let n = name.to_ascii_lowercase();
+    if n.contains("per_sec") || n.contains("items/s") || n.contains("throughput") || n == "ipc" {
+        Direction::HigherIsBetter
+    } else if n.ends_with(" s")
+        || n.ends_with("_ns")
+        || n.contains("ctxsw")
+        || n.contains("rss")
+        || n.contains("cpu_s")
+        || n.contains("vcsw")
+        || n.contains("latency")
+    {
+        Direction::LowerIsBetter
+    } else {
+        Direction::Neutral
+    }
+}
+
+/// Builds the A/B table from the successful runs of each side: a row per metric
+/// present in every successful run of both sides, process metrics first.
+pub fn table(records: &[RunRecord], cfg: CompareConfig, title: &str) -> Result<AbTable, String> {
+    let side = |s: usize| {
+        records
+            .iter()
+            .filter(move |r| r.side == s && r.error.is_none())
+    };
+    let (na, nb) = (side(0).count(), side(1).count());
+    if na < 2 || nb < 2 {
+        return Err(format!(
+            "too few successful runs to compare (A: {na}, B: {nb}; need 2 a side)"
+        ));
+    }
+    let mut names: Vec<String> = PROCESS_METRICS.iter().map(|s| s.to_string()).collect();
+    let mut rest: Vec<String> = side(0)
+        .next()
+        .map(|r| r.metrics.keys().cloned().collect())
+        .unwrap_or_default();
+    rest.retain(|k| !names.contains(k));
+    names.extend(rest);
+    let mut t = AbTable::new(cfg).with_title(title);
+    for name in names {
+        let a: Option<Vec<f64>> = side(0).map(|r| r.metrics.get(&name).copied()).collect();
+        let b: Option<Vec<f64>> = side(1).map(|r| r.metrics.get(&name).copied()).collect();
+        if let (Some(a), Some(b)) = (a, b) {
+            t.push(Metric::new(name.clone(), direction_of(&name)), &a, &b)
+                .map_err(|e| format!("{name}: {e}"))?;
+        }
+    }
+    for c in COUNTER_METRICS {
+        t.push_not_supported(c, "hardware counters are not read by cmwq compare yet");
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bench_json_gives_summary_medians() {
+        let j = r#"{"schema":"cmwq-bench/1","summary":[{"executor":"cmwq","scope":"cpu",
+            "items_per_sec":{"median":400000.0,"min":1.0,"max":2.0},
+            "enqueue_p95_ns":{"median":900.0,"min":1.0,"max":2.0}}]}"#;
+        let m = extract_metrics(j);
+        assert_eq!(m.get("cmwq/cpu items_per_sec"), Some(&400000.0));
+        assert_eq!(m.get("cmwq/cpu enqueue_p95_ns"), Some(&900.0));
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn metrics_object_and_garbage() {
+        let m = extract_metrics(r#"{"metrics":{"x":1.5,"name":"not a number"}}"#);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m["x"], 1.5);
+        assert!(extract_metrics("hello").is_empty());
+    }
+
+    #[test]
+    fn directions() {
+        assert_eq!(
+            direction_of("cmwq/cpu items_per_sec"),
+            Direction::HigherIsBetter
+        );
+        assert_eq!(
+            direction_of("cmwq/cpu enqueue_p95_ns"),
+            Direction::LowerIsBetter
+        );
+        assert_eq!(direction_of("wall s"), Direction::LowerIsBetter);
+        assert_eq!(direction_of("widgets"), Direction::Neutral);
+    }
+
+    fn rec(side: usize, x: f64, err: bool) -> RunRecord {
+        let mut metrics = BTreeMap::new();
+        for p in PROCESS_METRICS {
+            metrics.insert(p.to_string(), 1.0);
+        }
+        metrics.insert("x".into(), x);
+        RunRecord {
+            side,
+            index: 0,
+            metrics: if err { BTreeMap::new() } else { metrics },
+            error: err.then(|| "boom".to_string()),
+        }
+    }
+
+    #[test]
+    fn failed_runs_are_left_out_and_too_few_is_an_error() {
+        let recs = vec![
+            rec(0, 1.0, false),
+            rec(1, 2.0, false),
+            rec(0, 1.0, true),
+            rec(1, 2.0, false),
+        ];
+        let e = table(&recs, CompareConfig::default(), "t").unwrap_err();
+        assert!(e.contains("A: 1"), "{e}");
+        let recs = vec![
+            rec(0, 10.0, false),
+            rec(1, 20.0, false),
+            rec(0, 10.0, false),
+            rec(1, 20.0, false),
+            rec(0, 999.0, true),
+        ];
+        let t = table(&recs, CompareConfig::default(), "t").unwrap();
+        let x = t.compared().find(|r| r.metric == "x").unwrap();
+        assert_eq!(x.stats.baseline.median, 10.0);
+        assert_eq!(x.stats.delta_pct, Some(100.0));
+    }
+}
