@@ -14,12 +14,27 @@ use cmwq_lab::stats::CompareConfig;
 /// Arguments of `cmwq compare`.
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
+    /// A seed experiment: `wake` (seed 000: `bench --wake deferred` as A against
+    /// `--wake under-lock` as B, one table per scope). `--a`/`--b` add arguments
+    /// to both sides of a preset.
+    #[arg(long, value_name = "NAME", value_parser = ["wake"], conflicts_with_all = ["a_cmd", "b_cmd"])]
+    pub preset: Option<String>,
     /// Side A as arguments of this `cmwq` binary, e.g. "bench --scopes cpu --wake under-lock"
     /// (split on whitespace; `--json` is added)
-    #[arg(long, value_name = "ARGS", conflicts_with = "a_cmd")]
+    #[arg(
+        long,
+        value_name = "ARGS",
+        conflicts_with = "a_cmd",
+        allow_hyphen_values = true
+    )]
     pub a: Option<String>,
     /// Side B as arguments of this `cmwq` binary
-    #[arg(long, value_name = "ARGS", conflicts_with = "b_cmd")]
+    #[arg(
+        long,
+        value_name = "ARGS",
+        conflicts_with = "b_cmd",
+        allow_hyphen_values = true
+    )]
     pub b: Option<String>,
     /// Side A as a shell command (two builds, two binaries); its stdout may carry JSON metrics
     #[arg(long, value_name = "CMD")]
@@ -82,7 +97,24 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             a.noise_floor
         ));
     }
-    let sides = [side("A", &a.a, &a.a_cmd)?, side("B", &a.b, &a.b_cmd)?];
+    let sides = match a.preset.as_deref() {
+        Some("wake") => {
+            let extra = |x: &Option<String>| x.clone().unwrap_or_default();
+            [
+                side(
+                    "A",
+                    &Some(format!("bench --wake deferred {}", extra(&a.a))),
+                    &None,
+                )?,
+                side(
+                    "B",
+                    &Some(format!("bench --wake under-lock {}", extra(&a.b))),
+                    &None,
+                )?,
+            ]
+        }
+        _ => [side("A", &a.a, &a.a_cmd)?, side("B", &a.b, &a.b_cmd)?],
+    };
     let tty = std::io::stderr().is_terminal();
     let total = 2 * (a.runs + a.warmup);
     let t0 = std::time::Instant::now();
@@ -138,6 +170,23 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         sides[1].argv.join(" ")
     );
     let table = compare::table(&records, cfg, &title)?;
+    if a.preset.is_some() && !a.json {
+        // Seed 000's layout: one table per executor/scope.
+        let opts = RenderOptions {
+            spread: true,
+            n: true,
+            ..RenderOptions::default()
+        };
+        for (_, t) in compare::split_by_prefix(&table) {
+            if a.markdown {
+                print!("{}", t.render_markdown(&RenderOptions::default()));
+            } else {
+                print!("{}", t.render_text(&opts));
+            }
+            println!();
+        }
+        return Ok(());
+    }
     if a.json {
         let doc = serde_json::json!({
             "schema": "cmwq-compare/1",

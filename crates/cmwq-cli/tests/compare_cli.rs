@@ -67,3 +67,29 @@ fn bad_input_is_named() {
     assert!(err.contains("failed and is left out"), "{err}");
     assert!(err.contains("B: 0"), "{err}");
 }
+
+#[test]
+fn wake_preset_gives_a_table_per_scope() {
+    let tiny = "--scopes cpu,cache --threads 2 --items 200 --rounds 1";
+    let out = cmwq(&[
+        "compare", "--preset", "wake", "--a", tiny, "--b", tiny, "--runs", "2", "--warmup", "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("--wake deferred") && text.contains("--wake under-lock"));
+    for scope in ["cmwq/cpu", "cmwq/cache"] {
+        assert!(
+            text.lines().any(|l| l == scope),
+            "a table titled {scope}:\n{text}"
+        );
+    }
+    assert!(text.lines().any(|l| l.starts_with("items_per_sec ")));
+
+    let out = cmwq(&["compare", "--preset", "nosuch"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nosuch"));
+}

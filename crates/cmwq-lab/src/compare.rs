@@ -199,6 +199,36 @@ pub fn table(records: &[RunRecord], cfg: CompareConfig, title: &str) -> Result<A
     Ok(t)
 }
 
+/// Splits a table into one per `<executor>/<scope>` prefix of its metric names
+/// (process metrics and the rest go to a first table named `process`).
+pub fn split_by_prefix(t: &AbTable) -> Vec<(String, AbTable)> {
+    let mut out: Vec<(String, AbTable)> = Vec::new();
+    for row in t.compared() {
+        let (group, name) = match row.metric.split_once(' ') {
+            Some((g, n)) if g.contains('/') => (g.to_string(), n.to_string()),
+            _ => ("process".to_string(), row.metric.clone()),
+        };
+        let i = match out.iter().position(|(g, _)| *g == group) {
+            Some(i) => i,
+            None => {
+                let title = format!(
+                    "{}{group}",
+                    t.title.clone().map(|x| x + "\n").unwrap_or_default()
+                );
+                out.push((
+                    group.clone(),
+                    AbTable::new(t.config.clone()).with_title(title),
+                ));
+                out.len() - 1
+            }
+        };
+        let mut r = row.clone();
+        r.metric = name;
+        out[i].1.push_row(r);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +301,25 @@ mod tests {
         let x = t.compared().find(|r| r.metric == "x").unwrap();
         assert_eq!(x.stats.baseline.median, 10.0);
         assert_eq!(x.stats.delta_pct, Some(100.0));
+    }
+
+    #[test]
+    fn split_groups_rows_by_executor_and_scope() {
+        let mut recs = Vec::new();
+        for side in [0, 1, 0, 1] {
+            let mut r = rec(side, 1.0, false);
+            let v = if side == 0 { 100.0 } else { 200.0 };
+            r.metrics.insert("cmwq/cpu items_per_sec".into(), v);
+            r.metrics.insert("cmwq/cache items_per_sec".into(), v * 2.0);
+            recs.push(r);
+        }
+        let t = table(&recs, CompareConfig::default(), "t").unwrap();
+        let groups = split_by_prefix(&t);
+        let names: Vec<&str> = groups.iter().map(|(g, _)| g.as_str()).collect();
+        assert_eq!(names, ["process", "cmwq/cache", "cmwq/cpu"]);
+        let cache = &groups[1].1;
+        let row = cache.compared().next().unwrap();
+        assert_eq!(row.metric, "items_per_sec");
+        assert_eq!(row.stats.baseline.median, 200.0);
     }
 }
