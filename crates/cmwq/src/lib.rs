@@ -36,7 +36,9 @@ mod work;
 mod workqueue;
 
 pub use error::Error;
-pub use pool::{BlockingGuard, WakeMode, blocking, debug_fail_worker_creation, set_idle_timeout};
+pub use pool::{
+    BlockingGuard, PoolCounts, WakeMode, blocking, debug_fail_worker_creation, set_idle_timeout,
+};
 pub use work::Work;
 pub use workqueue::{
     DFL_ACTIVE, DelayedWork, MAX_ACTIVE, MIN_ACTIVE, UnboundConcurrency, Workqueue,

@@ -174,6 +174,25 @@ pub(crate) struct Pool {
     pub create_failed: AtomicU64,
 }
 
+/// A picture of one pool's workers and counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct PoolCounts {
+    /// Pool id.
+    pub pool: u32,
+    /// Worker threads, idle or not.
+    pub workers: usize,
+    /// Workers on the idle list.
+    pub idle: usize,
+    /// Workers counted by concurrency management (`nr_running`).
+    pub running: usize,
+    /// Items waiting on the worklist.
+    pub worklist: usize,
+    /// Non-strict workers moved back into their pod on wakeup (`REPATRIATED`).
+    pub repatriated: u64,
+    /// Worker threads that could not be created.
+    pub create_failed: u64,
+}
+
 /// Deferred work found under the pool lock, done after it is dropped.
 #[derive(Default)]
 pub(crate) struct Post {
@@ -676,9 +695,17 @@ impl Pool {
     }
 
     /// Snapshot numbers: (workers, idle, running, worklist length).
-    pub(crate) fn counts(&self) -> (usize, usize, usize, usize) {
+    pub(crate) fn counts(&self) -> PoolCounts {
         let g = self.lock();
-        (g.nr_workers, g.nr_idle(), g.nr_running, g.worklist.len())
+        PoolCounts {
+            pool: self.id,
+            workers: g.nr_workers,
+            idle: g.nr_idle(),
+            running: g.nr_running,
+            worklist: g.worklist.len(),
+            repatriated: self.repatriated.load(Ordering::Relaxed),
+            create_failed: self.create_failed.load(Ordering::Relaxed),
+        }
     }
 }
 

@@ -965,17 +965,13 @@ impl Workqueue {
         )
     }
 
-    /// Per pool of this workqueue: (pool id, workers, idle workers, running
-    /// workers counted by concurrency management, items on the worklist).
-    pub fn pool_counts(&self) -> Vec<(u32, usize, usize, usize, usize)> {
+    /// Workers and counters of each pool this workqueue uses, by pool id.
+    pub fn pool_counts(&self) -> Vec<pool::PoolCounts> {
         let mut v: Vec<_> = self
             .inner
             .pwq_list()
             .iter()
-            .map(|r| {
-                let (w, i, run, l) = r.pool.counts();
-                (r.pool.id, w, i, run, l)
-            })
+            .map(|r| r.pool.counts())
             .collect();
         v.sort_unstable();
         v.dedup();

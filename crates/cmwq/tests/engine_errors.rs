@@ -266,7 +266,7 @@ fn mem_reclaim_progress_without_new_workers() {
     });
     // Occupy every existing worker of the pool with a blocked item first.
     let counts = wq.pool_counts();
-    let workers = counts.iter().map(|c| c.1).max().unwrap_or(1);
+    let workers = counts.iter().map(|c| c.workers).max().unwrap_or(1);
     let hold = Arc::new(AtomicUsize::new(0));
     let fillers: Vec<Work> = (0..workers.saturating_sub(1))
         .map(|_| {
