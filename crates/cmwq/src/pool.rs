@@ -270,6 +270,33 @@ impl PoolInner {
     }
 }
 
+/// Releases the pool lock and wakes the worker a kick picked: after the unlock
+/// ([`WakeMode::Deferred`]) or before it ([`WakeMode::UnderLock`]).
+///
+/// Every path that unlocks a pool and may wake a worker goes through here, so
+/// how this function is compiled decides the code of the whole release path.
+/// The `inline-unlock` cargo feature inlines it at every call site (seed 001's
+/// inlined `_raw_spin_unlock`); without it, it stays one out-of-line copy. The
+/// lab's `icache` study compares the two builds.
+#[cfg_attr(feature = "inline-unlock", inline(always))]
+#[cfg_attr(not(feature = "inline-unlock"), inline(never))]
+fn unlock_wake(g: MutexGuard<'_, PoolInner>, wake: Option<Thread>, mode: WakeMode) {
+    match mode {
+        WakeMode::UnderLock => {
+            if let Some(t) = wake {
+                t.unpark();
+            }
+            drop(g);
+        }
+        WakeMode::Deferred => {
+            drop(g);
+            if let Some(t) = wake {
+                t.unpark();
+            }
+        }
+    }
+}
+
 // ---- registry ----
 
 const MAX_POOLS: usize = 1 << 14;
@@ -466,10 +493,7 @@ impl Pool {
         g.pwqs[slot as usize].max_active = max;
         self.activate_pwq(&mut g, slot);
         let wake = g.kick(self.cap);
-        drop(g);
-        if let Some(t) = wake {
-            t.unpark();
-        }
+        unlock_wake(g, wake, self.attrs.wake);
     }
 
     /// Activates inactive items of a bound pwq while its limit allows.
@@ -500,10 +524,7 @@ impl Pool {
         g.pwqs[slot as usize].nr_active += 1;
         g.worklist.push_back(it);
         let wake = g.kick(self.cap);
-        drop(g);
-        if let Some(t) = wake {
-            t.unpark();
-        }
+        unlock_wake(g, wake, self.attrs.wake);
         true
     }
 
@@ -552,20 +573,7 @@ impl Pool {
             g.pwqs[slot as usize].inactive.push_back(item);
         }
         let wake = g.kick(self.cap);
-        match self.attrs.wake {
-            WakeMode::UnderLock => {
-                if let Some(t) = wake {
-                    t.unpark();
-                }
-                drop(g);
-            }
-            WakeMode::Deferred => {
-                drop(g);
-                if let Some(t) = wake {
-                    t.unpark();
-                }
-            }
-        }
+        unlock_wake(g, wake, self.attrs.wake);
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);
         }
@@ -851,10 +859,7 @@ fn process_one_work<'a>(
     }
     // Chain execution: wake another worker if work still waits and nobody runs.
     let wake = g.kick(pool.cap);
-    drop(g);
-    if let Some(t) = wake {
-        t.unpark();
-    }
+    unlock_wake(g, wake, pool.attrs.wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT_WQ.with(|c| c.set(wq_addr));
     let res = catch_unwind(AssertUnwindSafe(|| (item.work.func)()));
@@ -927,10 +932,7 @@ impl BlockingGuard {
         } else if g.need_more_worker(pool.cap) && g.idle.is_empty() && !g.manager_active {
             g = pool.create_worker(g);
         }
-        drop(g);
-        if let Some(t) = wake {
-            t.unpark();
-        }
+        unlock_wake(g, wake, pool.attrs.wake);
         BlockingGuard {
             slot: Some((pool, me)),
         }
