@@ -1105,10 +1105,8 @@ pub(crate) fn tick_all(thresh: Duration) -> bool {
     let now = Instant::now();
     let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
     let mut starving = false;
-    for id in 0..n {
-        if let Some(p) = POOLS[id].get() {
-            starving |= p.tick(thresh, now);
-        }
+    for p in POOLS[..n].iter().filter_map(|c| c.get()) {
+        starving |= p.tick(thresh, now);
     }
     starving
 }

@@ -26,8 +26,6 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-
 use crate::error::Error;
 use crate::pool::{self, NR_COLORS, Pool, PoolAttrs, WakeMode};
 use crate::priority::{self, PoolPrio, Priority};
@@ -195,6 +193,76 @@ impl Pwqs {
     }
 }
 
+/// The current generation's routing, readable without a lock or an atomic
+/// read-modify-write: each CPU's pwq (and the default pwq) encoded in one
+/// atomic word as `(pool id + 1) << 32 | slot`, 0 for none.
+///
+/// An attrs change stores the new words one by one, so a queuer may see the
+/// old pwq of one CPU and the new pwq of another; either is correct. Pwq
+/// memory is never reused while the workqueue lives (dead slots are kept until
+/// destroy), so a stale word always names this workqueue's pwq; if that pwq
+/// died, `Pool::insert` says so and the queuer reads again.
+struct PwqMap {
+    cpu: Vec<AtomicU64>,
+    dfl: AtomicU64,
+    /// Topology CPUs that route work, for a queuer on a CPU outside the mask.
+    route: Vec<AtomicUsize>,
+    route_len: AtomicUsize,
+}
+
+impl PwqMap {
+    fn new(n: usize) -> PwqMap {
+        PwqMap {
+            cpu: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            dfl: AtomicU64::new(0),
+            route: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            route_len: AtomicUsize::new(0),
+        }
+    }
+
+    fn encode(r: Option<PwqRef>) -> u64 {
+        r.map_or(0, |r| ((r.pool.id as u64 + 1) << 32) | r.slot as u64)
+    }
+
+    fn decode(v: u64) -> Option<PwqRef> {
+        let id = (v >> 32) as u32;
+        let pool = pool::get_pool(id.checked_sub(1)?)?;
+        Some(PwqRef {
+            pool,
+            slot: v as u32,
+        })
+    }
+
+    /// Makes `tab` the generation queuers see.
+    fn publish(&self, tab: &Pwqs) {
+        for (i, a) in self.cpu.iter().enumerate() {
+            a.store(
+                Self::encode(tab.cpu.get(i).copied().flatten()),
+                Ordering::Release,
+            );
+        }
+        // A bound queue has no default pwq: a CPU without one uses the first CPU's.
+        let dfl = tab.dfl.or_else(|| tab.all.first().copied());
+        self.dfl.store(Self::encode(dfl), Ordering::Release);
+        let n = tab.route_cpus.len().min(self.route.len());
+        self.route_len.store(
+            n.min(self.route_len.load(Ordering::Acquire)),
+            Ordering::Release,
+        );
+        for (a, &c) in self.route.iter().zip(&tab.route_cpus) {
+            a.store(c, Ordering::Release);
+        }
+        self.route_len.store(n, Ordering::Release);
+    }
+
+    /// Whether `cpu` has a pwq of its own now.
+    fn has(&self, cpu: usize) -> bool {
+        self.cpu
+            .get(cpu)
+            .is_some_and(|a| a.load(Ordering::Acquire) != 0)
+    }
+}
+
 /// What a workqueue was built with that the attrs do not say (kept to rebuild pools).
 struct WqCtx {
     topo: Arc<Topology>,
@@ -247,9 +315,10 @@ pub(crate) struct WqInner {
     max_active: AtomicUsize,
     nodes: Vec<NodeActive>,
     node_cpus: Mutex<Vec<usize>>,
-    /// The current generation of pwqs, read without locking on every queue;
-    /// an attrs change swaps in a whole new table.
-    pwqs: ArcSwap<Pwqs>,
+    /// The current generation of pwqs (for flush, stats and attrs changes).
+    cur: Mutex<Arc<Pwqs>>,
+    /// The same generation as lock-free routing words (for `queue`).
+    map: PwqMap,
     /// Pwqs of older generations, kept (dead or draining) until destroy so
     /// flush and stats still see them and a late queuer finds them dead.
     retired: Mutex<Vec<PwqRef>>,
@@ -387,8 +456,8 @@ impl WqInner {
             && pool::current_wq_addr() != Arc::as_ptr(self) as usize
     }
 
-    fn pwqs(&self) -> arc_swap::Guard<Arc<Pwqs>> {
-        self.pwqs.load()
+    fn pwqs(&self) -> Arc<Pwqs> {
+        self.cur.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Every pwq: the current generation's and the retired ones.
@@ -435,15 +504,19 @@ impl WqInner {
             return false;
         }
         loop {
-            let p = self.pwqs();
-            let target = if self.ordered {
-                p.dfl
+            let m = &self.map;
+            let word = if self.ordered {
+                m.dfl.load(Ordering::Acquire)
             } else {
-                let c = cpu.unwrap_or_else(|| self.local_cpu(&p));
-                p.cpu.get(c).copied().flatten().or(p.dfl)
+                let c = cpu.unwrap_or_else(|| self.local_cpu());
+                match m.cpu.get(c).map(|a| a.load(Ordering::Acquire)) {
+                    Some(w) if w != 0 => w,
+                    _ => m.dfl.load(Ordering::Acquire),
+                }
             };
-            // A bound queue and a CPU without a pwq: take the first CPU's.
-            let mut target = target.unwrap_or(p.all[0]);
+            let Some(mut target) = PwqMap::decode(word) else {
+                continue; // only while the first table is being published
+            };
             // Non-reentrancy: if the item runs on another pool now, follow it there.
             // If it last ran on the target pool, the worker that takes it checks the
             // busy table under that pool's lock, so no extra lock is needed here.
@@ -462,15 +535,19 @@ impl WqInner {
         }
     }
 
-    /// The topology CPU that routes work queued from here.
-    fn local_cpu(&self, p: &Pwqs) -> usize {
+    /// The topology CPU that routes work queued from here: this CPU if it has
+    /// a pwq, else the CPUs of the mask in turn.
+    fn local_cpu(&self) -> usize {
         let c = sched::current_cpu();
-        if p.route_cpus.binary_search(&c).is_ok() {
-            c
-        } else {
-            let i = self.rr.fetch_add(1, Ordering::Relaxed);
-            p.route_cpus[i % p.route_cpus.len()]
+        if self.map.has(c) {
+            return c;
         }
+        let n = self.map.route_len.load(Ordering::Acquire);
+        if n == 0 {
+            return c;
+        }
+        let i = self.rr.fetch_add(1, Ordering::Relaxed);
+        self.map.route[i % n].load(Ordering::Acquire)
     }
 
     fn flush(&self) {
@@ -814,6 +891,9 @@ impl WorkqueueBuilder {
             cache_shard_size: self.cache_shard_size.unwrap_or(params.cache_shard_size),
         };
         let nr_nodes = topo.nr_nodes().max(1);
+        let map_len = topo
+            .nr_cpu_ids()
+            .max(system_topology().online().iter().max().map_or(0, |m| m + 1));
         let ctx = WqCtx {
             topo,
             custom,
@@ -851,7 +931,8 @@ impl WorkqueueBuilder {
             max_active: AtomicUsize::new(max_active),
             nodes,
             node_cpus: Mutex::new(vec![0; nr_nodes]),
-            pwqs: ArcSwap::from_pointee(Pwqs::empty()),
+            cur: Mutex::new(Arc::new(Pwqs::empty())),
+            map: PwqMap::new(map_len),
             retired: Mutex::new(Vec::new()),
             chain: Mutex::new(VecDeque::new()),
             ctx,
@@ -874,7 +955,8 @@ impl WorkqueueBuilder {
                 .unwrap_or_else(|e| e.into_inner())
                 .push_back(dfl);
         }
-        inner.pwqs.store(Arc::new(tab));
+        inner.map.publish(&tab);
+        *inner.cur.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(tab);
         if let Err(e) = inner.start_rescuer() {
             inner.destroy();
             return Err(e);
@@ -1059,7 +1141,11 @@ impl WqInner {
         let tab = self.build_table(&new, prio, color, self.ordered)?;
         self.set_node_budgets(&new, &tab);
         let dfl = tab.dfl;
-        let old = self.pwqs.swap(Arc::new(tab));
+        self.map.publish(&tab);
+        let old = std::mem::replace(
+            &mut *self.cur.lock().unwrap_or_else(|e| e.into_inner()),
+            Arc::new(tab),
+        );
         self.retired
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -1168,11 +1254,12 @@ impl Workqueue {
     /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
     /// queue, that CPU's pod for an unbound one. A CPU with no pool is an error.
     pub fn queue_on(&self, cpu: usize, work: &Work) -> Result<bool, Error> {
-        let known = {
-            let p = self.inner.pwqs();
-            p.cpu.get(cpu).is_some_and(|r| r.is_some())
-                || (self.inner.unbound && p.route_cpus.binary_search(&cpu).is_ok())
-        };
+        let m = &self.inner.map;
+        let known = m.has(cpu)
+            || (self.inner.unbound
+                && m.route[..m.route_len.load(Ordering::Acquire)]
+                    .iter()
+                    .any(|a| a.load(Ordering::Acquire) == cpu));
         if !known {
             return Err(Error::OfflineCpu { cpu });
         }
