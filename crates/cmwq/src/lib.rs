@@ -28,6 +28,7 @@
 //! Where user space forces a difference from the kernel, the item's docs say so.
 
 mod error;
+pub mod percpu;
 mod pool;
 pub mod sched;
 mod timer;
