@@ -153,8 +153,8 @@ fn print_cost(r: &CostReport) {
         c.runs, c.ops, c.burst, r.cpu, r.clock, r.ticks_per_ns
     );
     println!(
-        "{:<8} {:>8} {:>8} {:>8} {:>8}  {}",
-        "mode", "min", "mean", "median", "max", "median vs nolock"
+        "{:<8} {:>8} {:>8} {:>8} {:>8}  median vs nolock",
+        "mode", "min", "mean", "median", "max"
     );
     let base = r
         .rows
@@ -256,7 +256,7 @@ fn print_isolation(r: &IsolationReport) {
         );
     }
     println!(
-        "{:<6} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7} {:>7} {:>11}  {}",
+        "{:<6} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7} {:>7} {:>11}  top-5 gaps (us)",
         "mode",
         "drains",
         "on_pinned",
@@ -266,7 +266,6 @@ fn print_isolation(r: &IsolationReport) {
         ">10us",
         "nivcsw",
         "iter/s",
-        "top-5 gaps (us)"
     );
     let us = |ns: u64| ns as f64 / 1000.0;
     for row in &r.rows {

@@ -221,7 +221,7 @@ fn stress(mode: Mode) {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    if x % 2 == 0 || hand.is_empty() {
+                    if x & 1 == 0 || hand.is_empty() {
                         // Allocate: from the slot, refilling a batch from the depot.
                         let got = cache.with_local(|m| {
                             if m.objs.is_empty() {
