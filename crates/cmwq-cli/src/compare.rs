@@ -15,9 +15,11 @@ use cmwq_lab::stats::CompareConfig;
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
     /// A seed experiment: `wake` (seed 000: `bench --wake deferred` as A against
-    /// `--wake under-lock` as B, one table per scope). `--a`/`--b` add arguments
+    /// `--wake under-lock` as B, one table per scope); `qpw-cost` and
+    /// `qpw-isolation` (seed 003: `percpu cost`/`percpu isolation` with
+    /// `--mode local` as A against `--mode qpw` as B). `--a`/`--b` add arguments
     /// to both sides of a preset.
-    #[arg(long, value_name = "NAME", value_parser = ["wake"], conflicts_with_all = ["a_cmd", "b_cmd"])]
+    #[arg(long, value_name = "NAME", value_parser = ["wake", "qpw-cost", "qpw-isolation"], conflicts_with_all = ["a_cmd", "b_cmd"])]
     pub preset: Option<String>,
     /// Side A as arguments of this `cmwq` binary, e.g. "bench --scopes cpu --wake under-lock"
     /// (split on whitespace; `--json` is added)
@@ -109,6 +111,22 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
                 side(
                     "B",
                     &Some(format!("bench --wake under-lock {}", extra(&a.b))),
+                    &None,
+                )?,
+            ]
+        }
+        Some(p @ ("qpw-cost" | "qpw-isolation")) => {
+            let cmd = if p == "qpw-cost" { "cost" } else { "isolation" };
+            let extra = |x: &Option<String>| x.clone().unwrap_or_default();
+            [
+                side(
+                    "A",
+                    &Some(format!("percpu {cmd} --mode local {}", extra(&a.a))),
+                    &None,
+                )?,
+                side(
+                    "B",
+                    &Some(format!("percpu {cmd} --mode qpw {}", extra(&a.b))),
                     &None,
                 )?,
             ]

@@ -156,6 +156,7 @@ pub fn direction_of(name: &str) -> Direction {
         || n.contains("cpu_s")
         || n.contains("vcsw")
         || n.contains("latency")
+        || n.contains("cycles")
     {
         Direction::LowerIsBetter
     } else {

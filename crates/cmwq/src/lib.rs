@@ -29,6 +29,7 @@
 
 mod error;
 mod params;
+pub mod percpu;
 mod pool;
 mod priority;
 pub mod sched;

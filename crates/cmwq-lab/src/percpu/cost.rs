@@ -1,0 +1,210 @@
+//! The `kmalloc_bench` analog: cycles per allocation or free on a per-CPU
+//! object cache, reached with no lock, through `PerCpu` in `Local` mode, and
+//! through `PerCpu` in `Qpw` mode.
+//!
+//! One thread, pinned to the CPU it starts on (the kernel benchmark disables
+//! preemption), allocates `burst` objects, then frees them, until `ops`
+//! allocations are done; the counter is read before and after, and the run's
+//! figure is ticks / (2 × ops). Runs of the variants are interleaved (run 1 of
+//! each, then run 2 of each, …) so that drift of the machine hits every variant
+//! alike. Each variant keeps its caches warm across its runs, as the kernel's
+//! slab caches are.
+//!
+//! The `nolock` variant reaches its magazines as `&mut` through `sched_getcpu`
+//! and an array: the same per-CPU lookup, no lock. It is only correct because
+//! one thread owns the array and nothing drains it remotely; it stands for the
+//! kernel's `local_lock` fast path, which user space cannot have (see
+//! `cmwq::percpu`).
+
+use serde::Serialize;
+
+use cmwq::percpu::PerCpu;
+use cmwq::sched;
+
+use super::Variant;
+use super::cache::{CAPACITY, Depot, Magazine, Obj};
+use super::clock;
+use crate::stats::Summary;
+
+/// What to run.
+#[derive(Clone, Debug, Serialize)]
+pub struct CostConfig {
+    /// Variants, in table order.
+    pub variants: Vec<Variant>,
+    /// Timed runs per variant (at least 1).
+    pub runs: usize,
+    /// Allocations per run (each is followed by a free; at least 1).
+    pub ops: usize,
+    /// Objects allocated before they are freed again (at least 1).
+    pub burst: usize,
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        CostConfig {
+            variants: Variant::ALL.to_vec(),
+            runs: 10,
+            ops: 1_000_000,
+            burst: 16,
+        }
+    }
+}
+
+/// One variant's runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct CostRow {
+    /// The variant's name.
+    pub mode: &'static str,
+    /// Counter ticks per operation (an allocation or a free), one per run.
+    pub cycles_per_op: Vec<f64>,
+    /// min, mean, median, max (and n, stdev) of `cycles_per_op`.
+    pub summary: Summary,
+}
+
+/// The benchmark's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct CostReport {
+    /// What ran.
+    pub config: CostConfig,
+    /// What a "cycle" is: `tsc` or `ns` (see [`clock::UNIT`]).
+    pub clock: &'static str,
+    /// Counter ticks per nanosecond (to turn cycles into time).
+    pub ticks_per_ns: f64,
+    /// The CPU the benchmark thread was pinned to.
+    pub cpu: usize,
+    /// One row per variant, in the order asked.
+    pub rows: Vec<CostRow>,
+}
+
+/// The fast path's access to the caches, without or with `PerCpu`.
+trait Caches {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Magazine) -> R) -> R;
+}
+
+struct Unlocked(Vec<Magazine>);
+
+impl Caches for Unlocked {
+    #[inline]
+    fn with<R>(&mut self, f: impl FnOnce(&mut Magazine) -> R) -> R {
+        let n = self.0.len();
+        f(&mut self.0[sched::current_cpu() % n])
+    }
+}
+
+struct Locked<'a>(&'a PerCpu<Magazine>);
+
+impl Caches for Locked<'_> {
+    #[inline]
+    fn with<R>(&mut self, f: impl FnOnce(&mut Magazine) -> R) -> R {
+        self.0.with_local(f)
+    }
+}
+
+#[inline(never)]
+fn one_run(
+    c: &mut impl Caches,
+    depot: &Depot,
+    ops: usize,
+    burst: usize,
+    hand: &mut Vec<Obj>,
+) -> f64 {
+    let t0 = clock::cycles();
+    let mut done = 0;
+    while done < ops {
+        let k = burst.min(ops - done);
+        for _ in 0..k {
+            let mut o = c.with(|m| m.alloc(depot));
+            o[0] = o[0].wrapping_add(1);
+            hand.push(o);
+        }
+        for o in hand.drain(..) {
+            c.with(|m| m.free(o, depot));
+        }
+        done += k;
+    }
+    let t1 = clock::cycles();
+    t1.wrapping_sub(t0) as f64 / (2 * ops) as f64
+}
+
+enum Subject {
+    Unlocked(Unlocked),
+    Locked(PerCpu<Magazine>),
+}
+
+/// Runs the benchmark; `progress(done, total)` is called after every run.
+pub fn run_cost(
+    cfg: &CostConfig,
+    progress: &mut (dyn FnMut(usize, usize) + Send),
+) -> Result<CostReport, String> {
+    if cfg.runs == 0 || cfg.ops == 0 || cfg.burst == 0 {
+        return Err(format!(
+            "runs ({}), ops ({}) and burst ({}) must all be at least 1",
+            cfg.runs, cfg.ops, cfg.burst
+        ));
+    }
+    if cfg.variants.is_empty() {
+        return Err("no variant to run".into());
+    }
+    let ticks_per_ns = clock::ticks_per_ns();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let cpu = sched::current_cpu();
+            let _ = sched::set_affinity(&[cpu]);
+            let mut subjects = Vec::new();
+            for &v in &cfg.variants {
+                let subject = match v.mode() {
+                    None => Subject::Unlocked(Unlocked(
+                        (0..cmwq::percpu::nr_possible_cpus())
+                            .map(|_| Magazine::new())
+                            .collect(),
+                    )),
+                    Some(m) => Subject::Locked(
+                        PerCpu::new(m, |_| Magazine::new()).map_err(|e| e.to_string())?,
+                    ),
+                };
+                let depot = Depot::with_objects(cfg.burst + 2 * CAPACITY);
+                subjects.push((v, subject, depot, Vec::with_capacity(cfg.burst)));
+            }
+            let mut results = vec![Vec::with_capacity(cfg.runs); cfg.variants.len()];
+            let total = cfg.runs * cfg.variants.len();
+            // One untimed warm-up pass of each, then the interleaved runs.
+            for round in 0..=cfg.runs {
+                let ops = if round == 0 {
+                    cfg.ops.min(10_000)
+                } else {
+                    cfg.ops
+                };
+                for (i, (_, subject, depot, hand)) in subjects.iter_mut().enumerate() {
+                    let x = match subject {
+                        Subject::Unlocked(u) => one_run(u, depot, ops, cfg.burst, hand),
+                        Subject::Locked(p) => one_run(&mut Locked(p), depot, ops, cfg.burst, hand),
+                    };
+                    if round > 0 {
+                        results[i].push(x);
+                        progress((round - 1) * cfg.variants.len() + i + 1, total);
+                    }
+                }
+            }
+            let rows = subjects
+                .iter()
+                .zip(results)
+                .map(|((v, ..), xs)| {
+                    Ok(CostRow {
+                        mode: v.name(),
+                        summary: Summary::new(&xs).map_err(|e| e.to_string())?,
+                        cycles_per_op: xs,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(CostReport {
+                config: cfg.clone(),
+                clock: clock::UNIT,
+                ticks_per_ns,
+                cpu,
+                rows,
+            })
+        })
+        .join()
+        .map_err(|_| "the benchmark thread panicked".to_string())?
+    })
+}
