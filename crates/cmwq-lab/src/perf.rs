@@ -242,8 +242,8 @@ fn sysfs_event(name: &str) -> Result<(u32, u64, f64), String> {
         .and_then(|s| s.trim().parse::<u32>().ok())
         .ok_or_else(|| format!("no core PMU ({SYSFS_CPU_PMU} is missing, as in most VMs)"))?;
     let desc = read(format!("{SYSFS_CPU_PMU}/events/{name}")).ok_or_else(|| {
-        let newer = std::path::Path::new(&format!("{SYSFS_CPU_PMU}/events/topdown-fe-bound"))
-            .exists();
+        let newer =
+            std::path::Path::new(&format!("{SYSFS_CPU_PMU}/events/topdown-fe-bound")).exists();
         if newer {
             format!(
                 "no {name}: this PMU has topdown-fe-bound instead (Ice Lake+), readable only in a \
@@ -532,7 +532,11 @@ mod tests {
         assert_eq!(sysfs_config("event=0x3c,any", &fmt), Ok(0x3c | (1 << 21)));
         // Values wider than their field are cut to it.
         assert_eq!(sysfs_config("event=0x1ff", &fmt), Ok(0xff));
-        assert!(sysfs_config("ldlat=3", &fmt).unwrap_err().contains("config1"));
+        assert!(
+            sysfs_config("ldlat=3", &fmt)
+                .unwrap_err()
+                .contains("config1")
+        );
         assert!(sysfs_config("cmask=1", &fmt).unwrap_err().contains("cmask"));
         assert!(sysfs_config("event=zz", &fmt).is_err());
     }
