@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod compare;
 mod latency;
+mod presets;
 mod topology;
 
 /// The cmwq command line.

@@ -172,6 +172,7 @@ pub fn direction_of(name: &str) -> Direction {
         || n == "instructions"
         || n.contains("misses")
         || n.contains("bound %")
+        || n == "missed"
     {
         Direction::LowerIsBetter
     } else {
