@@ -40,6 +40,38 @@ pub enum Error {
     },
     /// The process-wide pool registry is full.
     TooManyPools,
+    /// The priority asked for needs a permission the process lacks.
+    PriorityDenied {
+        /// The priority asked for (`nice -20`, `fifo 1`).
+        wanted: String,
+        /// What the kernel said, and the limit that applies.
+        reason: String,
+    },
+    /// A nice value outside −20..=19.
+    InvalidNice(i32),
+    /// An environment variable holds a value that does not parse.
+    BadEnv {
+        /// The variable.
+        var: String,
+        /// Its value.
+        value: String,
+        /// What it should hold.
+        expected: String,
+    },
+    /// An attribute that only unbound workqueues have (the kernel's sysfs knobs).
+    NotUnbound {
+        /// The workqueue's name.
+        name: String,
+        /// The attribute.
+        attr: &'static str,
+    },
+    /// A thread the workqueue needs (its rescuer) could not be started.
+    Spawn {
+        /// Which thread.
+        what: String,
+        /// The OS error.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -63,6 +95,21 @@ impl fmt::Display for Error {
             }
             Error::Draining { name } => write!(f, "workqueue {name:?} is draining"),
             Error::TooManyPools => write!(f, "too many worker pools in this process"),
+            Error::PriorityDenied { wanted, reason } => write!(
+                f,
+                "cannot run workers at {wanted}: {reason}; ask for priority_fallback(true) to run at the best allowed priority"
+            ),
+            Error::InvalidNice(n) => write!(f, "nice {n} is out of range (-20..=19)"),
+            Error::BadEnv {
+                var,
+                value,
+                expected,
+            } => write!(f, "{var}={value:?}: expected {expected}"),
+            Error::NotUnbound { name, attr } => write!(
+                f,
+                "workqueue {name:?} is bound: {attr} is an attribute of unbound workqueues"
+            ),
+            Error::Spawn { what, reason } => write!(f, "cannot start {what}: {reason}"),
         }
     }
 }

@@ -28,10 +28,13 @@
 //! Where user space forces a difference from the kernel, the item's docs say so.
 
 mod error;
+mod params;
 mod pool;
+mod priority;
 pub mod sched;
 mod timer;
 pub mod topology;
+mod watchdog;
 mod work;
 mod workqueue;
 
@@ -39,9 +42,14 @@ pub use error::Error;
 pub use pool::{
     BlockingGuard, PoolCounts, WakeMode, blocking, debug_fail_worker_creation, set_idle_timeout,
 };
+pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
+pub use watchdog::{
+    MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, cpu_intensive_thresh, set_cpu_intensive_thresh,
+    watchdog_ticks,
+};
 pub use work::Work;
 pub use workqueue::{
     DFL_ACTIVE, DelayedWork, MAX_ACTIVE, MIN_ACTIVE, UnboundConcurrency, Workqueue,
-    WorkqueueBuilder, WorkqueueStats, WqFlags, set_panic_hook, system, system_highpri, system_long,
-    system_unbound, workqueue_names,
+    WorkqueueBuilder, WorkqueueStats, WqAttrs, WqFlags, set_panic_hook, system, system_highpri,
+    system_long, system_unbound, workqueue_names,
 };

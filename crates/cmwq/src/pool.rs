@@ -50,9 +50,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, Thread};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::priority::PoolPrio;
 use crate::sched;
+use crate::watchdog;
 use crate::work::WorkInner;
 use crate::workqueue::WqInner;
 
@@ -74,7 +76,8 @@ pub enum WakeMode {
 pub(crate) struct PoolAttrs {
     /// The CPU of a bound pool.
     pub cpu: Option<usize>,
-    pub highpri: bool,
+    /// Nice value or FIFO priority of the workers.
+    pub prio: PoolPrio,
     /// Real CPUs the workers may run on.
     pub cpus: Vec<usize>,
     /// Real CPUs of the pod the pool serves.
@@ -99,7 +102,16 @@ enum WState {
     Woken,
     Running,
     Exited,
+    /// A workqueue's rescuer, attached while it runs a batch (not a pool worker).
+    Rescuer,
 }
+
+/// Why a busy worker does not count in `nr_running` (bits of `WorkerSlot::blocked`).
+pub(crate) const BLOCKED_ANNOTATED: u8 = 1;
+/// The CPU-intensive tick marked its item (or its queue is `CPU_INTENSIVE`).
+pub(crate) const BLOCKED_INTENSIVE: u8 = 2;
+/// The /proc sampler saw it sleep.
+pub(crate) const BLOCKED_SAMPLED: u8 = 4;
 
 struct WorkerSlot {
     thread: Option<Thread>,
@@ -109,8 +121,38 @@ struct WorkerSlot {
     current_pwq: u32,
     /// Items that must run on this worker (re-queued while it runs them).
     scheduled: VecDeque<Item>,
-    /// Out of `nr_running` (blocked or CPU-intensive).
-    not_running: bool,
+    /// Out of `nr_running` while nonzero: `BLOCKED_*` bits.
+    blocked: u8,
+    /// Kernel thread id (for the watchdog's /proc and CPU-clock reads).
+    tid: i32,
+    /// Items started by this worker; the watchdog sees a new item by a new value.
+    seq: u64,
+    /// The watchdog's last look: `seq` then and the thread's CPU time then.
+    obs_seq: u64,
+    obs_cpu: Duration,
+    /// Thread CPU time at the previous tick (CPU time accounting).
+    cpu_seen: Option<Duration>,
+    /// Moved back into its pod on this wakeup; charged to the next item's pwq.
+    repatriated: bool,
+}
+
+impl WorkerSlot {
+    fn empty() -> WorkerSlot {
+        WorkerSlot {
+            thread: None,
+            state: WState::Exited,
+            current: None,
+            current_pwq: 0,
+            scheduled: VecDeque::new(),
+            blocked: 0,
+            tid: 0,
+            seq: 0,
+            obs_seq: 0,
+            obs_cpu: Duration::ZERO,
+            cpu_seen: None,
+            repatriated: false,
+        }
+    }
 }
 
 /// The part of a workqueue that lives in one pool (the kernel's `pool_workqueue`).
@@ -130,6 +172,14 @@ pub(crate) struct PwqState {
     pub credits: usize,
     /// Counters of this pwq, kept under the pool lock (no shared cache line).
     pub stats: PwqStats,
+    /// Replaced by a newer table (live attrs): dies once it has nothing in flight.
+    pub retired: bool,
+    /// Retired and empty: takes no more items; a queuer that finds it retries
+    /// with the workqueue's current table (the kernel's `refcnt == 0` check).
+    pub dead: bool,
+    /// An ordered workqueue's newest pwq while an older one still has items:
+    /// holds its items inactive so the order survives an attrs change.
+    pub plugged: bool,
 }
 
 /// Per-pwq counters, summed over pwqs for a workqueue's totals.
@@ -140,6 +190,12 @@ pub(crate) struct PwqStats {
     pub completed: u64,
     pub panics: u64,
     pub cm_wakeup: u64,
+    pub cpu_time_ns: u64,
+    pub cpu_intensive: u64,
+    pub sampled: u64,
+    pub repatriated: u64,
+    pub mayday: u64,
+    pub rescued: u64,
 }
 
 /// The lock-protected state of a pool.
@@ -157,6 +213,13 @@ pub(crate) struct PoolInner {
     free_pwqs: Vec<u32>,
     refcnt: usize,
     dying: bool,
+    /// Items completed (the watchdog's progress check).
+    progress: u64,
+    /// `progress` at the watchdog's previous tick.
+    tick_progress: u64,
+    /// Since when work has waited with no worker to run it and none could be
+    /// started (mayday after `MAYDAY_INITIAL_TIMEOUT`).
+    starving_since: Option<Instant>,
 }
 
 /// A worker pool.
@@ -172,6 +235,8 @@ pub(crate) struct Pool {
     inner: Mutex<PoolInner>,
     pub repatriated: AtomicU64,
     pub create_failed: AtomicU64,
+    /// Workers that could not take the pool's priority.
+    pub prio_failed: AtomicU64,
 }
 
 /// A picture of one pool's workers and counters.
@@ -199,6 +264,8 @@ pub(crate) struct Post {
     wake: Option<Thread>,
     notify: Option<Arc<WqInner>>,
     activate: Option<(Arc<WqInner>, usize)>,
+    /// A pwq of this ordered workqueue died: unplug the next one.
+    died: Option<Arc<WqInner>>,
 }
 
 impl Post {
@@ -211,6 +278,9 @@ impl Post {
         }
         if let Some(wq) = self.notify {
             wq.notify_flushers();
+        }
+        if let Some(wq) = self.died {
+            wq.ordered_advance();
         }
     }
 }
@@ -247,6 +317,32 @@ impl PoolInner {
         self.workers[i].state = WState::Woken;
         self.nr_woken += 1;
         self.workers[i].thread.clone()
+    }
+
+    /// Takes worker `me` out of `nr_running` for `why` (a `BLOCKED_*` bit).
+    /// Returns true if it counted before.
+    fn mark_out(&mut self, me: usize, why: u8, managed: bool) -> bool {
+        let was = self.workers[me].blocked;
+        self.workers[me].blocked |= why;
+        if was == 0 && managed {
+            self.nr_running -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Clears `why`; the worker counts again once no reason is left.
+    fn mark_in(&mut self, me: usize, why: u8, managed: bool) {
+        let was = self.workers[me].blocked;
+        self.workers[me].blocked &= !why;
+        if was != 0 && self.workers[me].blocked == 0 && managed {
+            self.nr_running += 1;
+        }
+    }
+
+    /// Work waits, nobody can take it, and no worker is idle to wake.
+    fn starving(&self, cap: usize) -> bool {
+        self.need_more_worker(cap) && self.idle.is_empty()
     }
 
     /// Takes worker `me` off the idle stack (it was not picked by a kick).
@@ -303,8 +399,8 @@ const MAX_POOLS: usize = 1 << 14;
 static POOLS: [OnceLock<&'static Pool>; MAX_POOLS] = [const { OnceLock::new() }; MAX_POOLS];
 static NEXT_POOL: AtomicU32 = AtomicU32::new(0);
 static UNBOUND_POOLS: Mutex<Option<HashMap<PoolAttrs, u32>>> = Mutex::new(None);
-/// Bound pools by (cpu, highpri, wake mode).
-type BoundKey = (usize, bool, WakeMode);
+/// Bound pools by (cpu, priority, wake mode).
+type BoundKey = (usize, PoolPrio, WakeMode);
 static BOUND_POOLS: Mutex<Option<HashMap<BoundKey, u32>>> = Mutex::new(None);
 static IDLE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(300_000);
 static FAIL_CREATE: AtomicBool = AtomicBool::new(false);
@@ -369,35 +465,40 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
             free_pwqs: Vec::new(),
             refcnt: 0,
             dying: false,
+            progress: 0,
+            tick_progress: 0,
+            starving_since: None,
         }),
         repatriated: AtomicU64::new(0),
         create_failed: AtomicU64::new(0),
+        prio_failed: AtomicU64::new(0),
     }));
     let _ = POOLS[id as usize].set(pool);
+    watchdog::ensure_started();
     Ok(pool)
 }
 
 /// The bound pool of `cpu` for the given priority.
 pub(crate) fn bound_pool(
     cpu: usize,
-    highpri: bool,
+    prio: PoolPrio,
     wake: WakeMode,
 ) -> Result<&'static Pool, crate::Error> {
     let mut map = BOUND_POOLS.lock().unwrap_or_else(|e| e.into_inner());
     let map = map.get_or_insert_with(HashMap::new);
-    if let Some(&id) = map.get(&(cpu, highpri, wake)) {
+    if let Some(&id) = map.get(&(cpu, prio, wake)) {
         return Ok(get_pool(id).expect("registered pool"));
     }
     let pool = new_pool(PoolAttrs {
         cpu: Some(cpu),
-        highpri,
+        prio,
         cpus: vec![cpu],
         pod_cpus: vec![cpu],
         strict: true,
         wake,
         managed: true,
     })?;
-    map.insert((cpu, highpri, wake), pool.id);
+    map.insert((cpu, prio, wake), pool.id);
     Ok(pool)
 }
 
@@ -418,8 +519,17 @@ impl Pool {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Links a workqueue to this pool: allocates its pwq slot.
-    pub(crate) fn attach(&'static self, wq: Arc<WqInner>, max_active: usize, node: usize) -> u32 {
+    /// Links a workqueue to this pool: allocates its pwq slot. New items get
+    /// flush colour `color` (the workqueue's current one); a `plugged` pwq holds
+    /// its items until [`unplug`](Self::unplug).
+    pub(crate) fn attach(
+        &'static self,
+        wq: Arc<WqInner>,
+        max_active: usize,
+        node: usize,
+        color: u8,
+        plugged: bool,
+    ) -> u32 {
         let mut g = self.lock();
         g.refcnt += 1;
         g.dying = false;
@@ -430,10 +540,13 @@ impl Pool {
             inactive: VecDeque::new(),
             in_flight: [0; NR_COLORS],
             nr_in_flight: 0,
-            work_color: 0,
+            work_color: color,
             node,
             credits: 0,
             stats: PwqStats::default(),
+            retired: false,
+            dead: false,
+            plugged,
         };
         let slot = if let Some(s) = g.free_pwqs.pop() {
             g.pwqs[s as usize] = st;
@@ -449,11 +562,28 @@ impl Pool {
         slot
     }
 
-    /// Unlinks a drained pwq; an unbound pool with no users lets its workers go.
+    /// Unlinks a drained pwq and frees its slot (a dead pwq gave up its pool
+    /// reference already).
     pub(crate) fn detach(&'static self, slot: u32) {
         let mut g = self.lock();
+        let dead = g.pwqs[slot as usize].dead;
         g.pwqs[slot as usize].wq = None;
+        g.pwqs[slot as usize].dead = false;
         g.free_pwqs.push(slot);
+        let wake = if dead {
+            Vec::new()
+        } else {
+            self.put_ref(&mut g)
+        };
+        drop(g);
+        for t in wake {
+            t.unpark();
+        }
+    }
+
+    /// Drops one workqueue's reference; an unbound pool with no users lets its
+    /// workers go (returns the idle ones to wake so they exit).
+    fn put_ref(&self, g: &mut PoolInner) -> Vec<Thread> {
         g.refcnt -= 1;
         let mut wake = Vec::new();
         if g.refcnt == 0 && self.attrs.cpu.is_none() {
@@ -464,10 +594,79 @@ impl Pool {
                 }
             }
         }
+        wake
+    }
+
+    /// Marks a pwq dead: no more items, pool reference released. The slot stays
+    /// allocated (a queuer holding an old table may still look at it) until the
+    /// workqueue is destroyed.
+    fn kill_pwq(&self, g: &mut PoolInner, slot: u32, post: &mut Post) -> Vec<Thread> {
+        let p = &mut g.pwqs[slot as usize];
+        p.dead = true;
+        let wq = p.wq.clone().expect("live pwq");
+        if wq.ordered {
+            post.died = Some(wq);
+        }
+        self.put_ref(g)
+    }
+
+    /// Retires a pwq replaced by a new table; it dies at once if empty, else
+    /// when its last item completes.
+    pub(crate) fn retire(&'static self, slot: u32) {
+        let mut g = self.lock();
+        let mut post = Post::default();
+        g.pwqs[slot as usize].retired = true;
+        let wake = if g.pwqs[slot as usize].nr_in_flight == 0 && !g.pwqs[slot as usize].dead {
+            self.kill_pwq(&mut g, slot, &mut post)
+        } else {
+            Vec::new()
+        };
         drop(g);
         for t in wake {
             t.unpark();
         }
+        post.run();
+    }
+
+    /// Kills a retired, empty pwq found while advancing an ordered chain.
+    pub(crate) fn kill_if_drained(&'static self, slot: u32) -> bool {
+        let mut g = self.lock();
+        let p = &g.pwqs[slot as usize];
+        if p.dead {
+            return true;
+        }
+        if !(p.retired && p.nr_in_flight == 0) {
+            return false;
+        }
+        let mut post = Post::default();
+        let wake = self.kill_pwq(&mut g, slot, &mut post);
+        drop(g);
+        for t in wake {
+            t.unpark();
+        }
+        // The caller is the chain walker: `post.died` would re-enter it.
+        true
+    }
+
+    /// Lets a plugged pwq's items compete for the node budget, oldest first.
+    pub(crate) fn unplug(&'static self, slot: u32) {
+        let mut g = self.lock();
+        let p = &mut g.pwqs[slot as usize];
+        if !p.plugged {
+            return;
+        }
+        p.plugged = false;
+        let n = p.inactive.len();
+        let node = p.node;
+        let wq = p.wq.clone().expect("live pwq");
+        if n == 0 {
+            return;
+        }
+        // Registered under the pool lock, so an item queued right after the
+        // unlock finds waiters and lines up behind these.
+        wq.node_enqueue_waiting(node, self.id, slot, n);
+        drop(g);
+        wq.node_activate(node);
     }
 
     /// Sets the flush colour that new items of a pwq get.
@@ -529,8 +728,13 @@ impl Pool {
     }
 
     /// Puts a claimed work item on this pool (the tail of `__queue_work`).
-    pub(crate) fn insert(&'static self, slot: u32, work: &Arc<WorkInner>, unbound: bool) {
+    /// Returns false, changing nothing, if the pwq died after the caller picked
+    /// it: the caller picks again from the workqueue's current table.
+    pub(crate) fn insert(&'static self, slot: u32, work: &Arc<WorkInner>, unbound: bool) -> bool {
         let mut g = self.lock();
+        if g.pwqs[slot as usize].dead {
+            return false;
+        }
         work.pool.store(self.id + 1, Ordering::SeqCst);
         let p = &mut g.pwqs[slot as usize];
         let color = p.work_color;
@@ -544,7 +748,9 @@ impl Pool {
             color,
         };
         let mut recheck = None;
-        let active = if unbound {
+        let active = if p.plugged {
+            false
+        } else if unbound {
             let PwqState { wq, credits, .. } = p;
             let wq = wq.as_ref().expect("live pwq");
             if *credits > 0 && !wq.frozen.load(Ordering::Relaxed) && !wq.node_has_waiters(node) {
@@ -577,6 +783,7 @@ impl Pool {
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);
         }
+        true
     }
 
     /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`).
@@ -595,9 +802,21 @@ impl Pool {
         if (p.in_flight[color as usize] == 0 || p.nr_in_flight == 0) && wq.has_flushers() {
             post.notify = Some(wq.clone());
         }
-        if !active {
-            return;
+        let dies = p.retired && p.nr_in_flight == 0 && !p.dead;
+        if active {
+            self.dec_active(g, slot, post);
         }
+        if dies {
+            for t in self.kill_pwq(g, slot, post) {
+                t.unpark();
+            }
+        }
+    }
+
+    /// An active item of a pwq left: its `max_active` unit goes back.
+    fn dec_active(&self, g: &mut PoolInner, slot: u32, post: &mut Post) {
+        let p = &mut g.pwqs[slot as usize];
+        let wq = p.wq.as_ref().expect("live pwq");
         p.nr_active -= 1;
         if wq.unbound {
             let node = p.node;
@@ -667,17 +886,11 @@ impl Pool {
         let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
             Some(i) => i,
             None => {
-                g.workers.push(WorkerSlot {
-                    thread: None,
-                    state: WState::Exited,
-                    current: None,
-                    current_pwq: 0,
-                    scheduled: VecDeque::new(),
-                    not_running: false,
-                });
+                g.workers.push(WorkerSlot::empty());
                 g.workers.len() - 1
             }
         };
+        g.workers[idx] = WorkerSlot::empty();
         g.workers[idx].state = WState::Starting;
         g.workers[idx].thread = None;
         g.nr_workers += 1;
@@ -698,6 +911,8 @@ impl Pool {
             self.create_failed.fetch_add(1, Ordering::Relaxed);
             g.workers[idx].state = WState::Exited;
             g.nr_workers -= 1;
+            // The watchdog retries, and sends mayday if work starves.
+            watchdog::poke();
         }
         g
     }
@@ -715,6 +930,187 @@ impl Pool {
             create_failed: self.create_failed.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Items a rescuer runs from one pwq before it looks at the next (the kernel's batch).
+pub(crate) const RESCUE_BATCH: usize = 16;
+
+impl Pool {
+    /// One watchdog tick over this pool: CPU time accounting, the CPU-intensive
+    /// check, the /proc sampler, worker creation retries and mayday. Returns
+    /// whether the pool still needs watching while no worker is busy (it starves).
+    pub(crate) fn tick(&'static self, thresh: Duration, now: Instant) -> bool {
+        // Who runs what, under the lock; the reads of /proc and CPU clocks are
+        // syscalls and happen outside it.
+        let (busy, stalled) = {
+            let mut g = self.lock();
+            let busy: Vec<(usize, i32, u64, u8)> = g
+                .workers
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.current.is_some() && w.tid != 0 && w.state != WState::Rescuer)
+                .map(|(i, w)| (i, w.tid, w.seq, w.blocked))
+                .collect();
+            // No item completed since the last tick while work waits: look at
+            // what the counted workers are doing.
+            let stalled = !g.worklist.is_empty() && g.progress == g.tick_progress;
+            g.tick_progress = g.progress;
+            (busy, stalled)
+        };
+        let looks: Vec<(usize, u64, Option<Duration>, Option<char>)> = busy
+            .iter()
+            .map(|&(i, tid, seq, blocked)| {
+                let look =
+                    self.managed && (blocked & BLOCKED_SAMPLED != 0 || (stalled && blocked == 0));
+                let state = if look { sched::thread_state(tid) } else { None };
+                (i, seq, sched::thread_cpu_time(tid), state)
+            })
+            .collect();
+        let mut g = self.lock();
+        let mut wake = Vec::new();
+        for (i, seq, cpu, state) in looks {
+            if g.workers[i].seq != seq || g.workers[i].current.is_none() {
+                continue; // moved on to another item meanwhile
+            }
+            let slot = g.workers[i].current_pwq as usize;
+            let mut kick = false;
+            if let Some(cpu) = cpu {
+                if let Some(prev) = g.workers[i].cpu_seen.replace(cpu) {
+                    g.pwqs[slot].stats.cpu_time_ns += cpu.saturating_sub(prev).as_nanos() as u64;
+                }
+                if g.workers[i].obs_seq != seq {
+                    g.workers[i].obs_seq = seq;
+                    g.workers[i].obs_cpu = cpu;
+                } else if self.managed
+                    && g.workers[i].blocked & BLOCKED_INTENSIVE == 0
+                    && cpu.saturating_sub(g.workers[i].obs_cpu) >= thresh
+                {
+                    g.mark_out(i, BLOCKED_INTENSIVE, true);
+                    g.pwqs[slot].stats.cpu_intensive += 1;
+                    kick = true;
+                }
+            }
+            match state {
+                Some('S' | 'D') if g.workers[i].blocked == 0 => {
+                    g.mark_out(i, BLOCKED_SAMPLED, true);
+                    g.pwqs[slot].stats.sampled += 1;
+                    kick = true;
+                }
+                Some(c) if c != 'S' && c != 'D' && g.workers[i].blocked & BLOCKED_SAMPLED != 0 => {
+                    g.mark_in(i, BLOCKED_SAMPLED, true);
+                }
+                _ => {}
+            }
+            if kick {
+                if let Some(t) = g.kick(self.cap) {
+                    g.pwqs[slot].stats.cm_wakeup += 1;
+                    wake.push(t);
+                } else if g.starving(self.cap) && !g.manager_active {
+                    g = self.create_worker(g);
+                }
+            }
+        }
+        // Forward progress: work waits, no worker is idle and none runs it.
+        let mut mayday = Vec::new();
+        if g.starving(self.cap) && !g.manager_active {
+            g = self.create_worker(g);
+        }
+        let starving = g.starving(self.cap);
+        if starving {
+            let since = *g.starving_since.get_or_insert(now);
+            if now.duration_since(since) >= watchdog::MAYDAY_INITIAL_TIMEOUT {
+                let mut slots: Vec<u32> = g.worklist.iter().map(|it| it.pwq).collect();
+                slots.sort_unstable();
+                slots.dedup();
+                for slot in slots {
+                    let Some(wq) = g.pwqs[slot as usize].wq.clone() else {
+                        continue;
+                    };
+                    if wq.send_mayday(self.id, slot) {
+                        g.pwqs[slot as usize].stats.mayday += 1;
+                        mayday.push(wq);
+                    }
+                }
+            }
+        } else {
+            g.starving_since = None;
+        }
+        drop(g);
+        for t in wake {
+            t.unpark();
+        }
+        for wq in mayday {
+            wq.wake_rescuer();
+        }
+        starving
+    }
+
+    /// A rescuer's turn on this pool: runs up to [`RESCUE_BATCH`] items of `wq`'s
+    /// pwq `slot` on the calling thread, attached to the pool so the busy table
+    /// still keeps an item off two threads at once. Returns whether the pool
+    /// still starves with items of that pwq waiting (mayday again).
+    pub(crate) fn rescue(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
+        let mut g = self.lock();
+        let same = g.pwqs[slot as usize]
+            .wq
+            .as_ref()
+            .is_some_and(|x| Arc::ptr_eq(x, wq));
+        if !same {
+            return false;
+        }
+        let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
+            Some(i) => i,
+            None => {
+                g.workers.push(WorkerSlot::empty());
+                g.workers.len() - 1
+            }
+        };
+        g.workers[idx] = WorkerSlot::empty();
+        g.workers[idx].state = WState::Rescuer;
+        g.workers[idx].thread = Some(thread::current());
+        g.workers[idx].tid = sched::gettid();
+        let mut cache = None;
+        let mut done = 0;
+        loop {
+            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
+                it
+            } else if done >= RESCUE_BATCH {
+                break;
+            } else {
+                let pos = g.worklist.iter().position(|it| {
+                    it.pwq == slot
+                        && !g
+                            .workers
+                            .iter()
+                            .any(|w| w.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &it.work)))
+                });
+                match pos {
+                    Some(p) => g.worklist.remove(p).expect("position is in range"),
+                    None => break,
+                }
+            };
+            g.pwqs[slot as usize].stats.rescued += 1;
+            g = process_one_work(self, idx, g, item, &mut cache, false);
+            done += 1;
+        }
+        g.workers[idx].state = WState::Exited;
+        g.workers[idx].thread = None;
+        g.workers[idx].tid = 0;
+        g.worklist.iter().any(|it| it.pwq == slot) && g.starving(self.cap)
+    }
+}
+
+/// Ticks every pool (the watchdog's sweep). Returns whether any pool starves.
+pub(crate) fn tick_all(thresh: Duration) -> bool {
+    let now = Instant::now();
+    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
+    let mut starving = false;
+    for id in 0..n {
+        if let Some(p) = POOLS[id].get() {
+            starving |= p.tick(thresh, now);
+        }
+    }
+    starving
 }
 
 /// Steals `work` off the pool that holds it, if any.
@@ -751,14 +1147,18 @@ fn worker_thread(pool: &'static Pool, me: usize) {
         &pool.attrs.cpus
     };
     let _ = sched::set_affinity(pinned);
-    if pool.attrs.highpri {
-        let _ = sched::set_nice(-20);
+    // Nice 0 keeps what the thread inherited (a process run under `nice` stays
+    // niced) unless it inherited a real-time policy from its creator.
+    let inherit = pool.attrs.prio == PoolPrio::Nice(0) && !sched::is_realtime();
+    if !inherit && pool.attrs.prio.apply().is_err() {
+        pool.prio_failed.fetch_add(1, Ordering::Relaxed);
     }
     let repatriate =
         !pool.attrs.strict && pool.attrs.cpu.is_none() && pool.attrs.pod_cpus != pool.attrs.cpus;
     let mut wq_cache: Option<Arc<WqInner>> = None;
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
+    g.workers[me].tid = sched::gettid();
     g.workers[me].state = WState::Running;
     loop {
         // ---- idle ----
@@ -808,11 +1208,13 @@ fn worker_thread(pool: &'static Pool, me: usize) {
                 let _ = sched::set_affinity(&pool.attrs.cpus);
                 pool.repatriated.fetch_add(1, Ordering::Relaxed);
                 g = pool.lock();
+                g.workers[me].repatriated = true;
             }
         }
         if pool.managed {
             g.nr_running += 1;
         }
+        watchdog::busy_enter();
         loop {
             let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
                 it
@@ -826,20 +1228,24 @@ fn worker_thread(pool: &'static Pool, me: usize) {
                 g.workers[other].scheduled.push_back(item);
                 continue;
             }
-            g = process_one_work(pool, me, g, item, &mut wq_cache);
+            g = process_one_work(pool, me, g, item, &mut wq_cache, true);
         }
         if pool.managed {
             g.nr_running -= 1;
         }
+        watchdog::busy_exit();
     }
 }
 
+/// Runs one item on worker `me` (a rescuer when `counted` is false: it never
+/// counts in `nr_running`).
 fn process_one_work<'a>(
     pool: &'static Pool,
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
     item: Item,
     cache: &mut Option<Arc<WqInner>>,
+    counted: bool,
 ) -> MutexGuard<'a, PoolInner> {
     let wq = {
         let cur = g.pwqs[item.pwq as usize].wq.as_ref().expect("live pwq");
@@ -849,13 +1255,16 @@ fn process_one_work<'a>(
         }
     };
     g.pwqs[item.pwq as usize].stats.started += 1;
+    if std::mem::take(&mut g.workers[me].repatriated) {
+        g.pwqs[item.pwq as usize].stats.repatriated += 1;
+    }
     g.workers[me].current = Some(item.work.clone());
     g.workers[me].current_pwq = item.pwq;
+    g.workers[me].seq += 1;
     item.work.clear_pending();
-    let intensive = pool.managed && wq.cpu_intensive;
-    if intensive {
-        g.workers[me].not_running = true;
-        g.nr_running -= 1;
+    let managed = pool.managed && counted;
+    if wq.cpu_intensive {
+        g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
     // Chain execution: wake another worker if work still waits and nobody runs.
     let wake = g.kick(pool.cap);
@@ -873,10 +1282,8 @@ fn process_one_work<'a>(
     st.completed += 1;
     st.panics += u64::from(panicked);
     *cache = Some(wq);
-    if intensive {
-        g.workers[me].not_running = false;
-        g.nr_running += 1;
-    }
+    g.mark_in(me, u8::MAX, managed);
+    g.progress += 1;
     g.workers[me].current = None;
     let mut post = Post::default();
     pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
@@ -920,11 +1327,18 @@ impl BlockingGuard {
             return BlockingGuard { slot: None };
         };
         let mut g = pool.lock();
-        if g.workers[me].not_running || g.workers[me].current.is_none() {
+        if g.workers[me].blocked & BLOCKED_ANNOTATED != 0
+            || g.workers[me].current.is_none()
+            || g.workers[me].state == WState::Rescuer
+        {
             return BlockingGuard { slot: None };
         }
-        g.workers[me].not_running = true;
-        g.nr_running -= 1;
+        if !g.mark_out(me, BLOCKED_ANNOTATED, true) {
+            // Already out (intensive or sampled): nothing to hand over.
+            return BlockingGuard {
+                slot: Some((pool, me)),
+            };
+        }
         let wake = g.kick(pool.cap);
         if wake.is_some() {
             let slot = g.workers[me].current_pwq;
@@ -949,8 +1363,7 @@ impl Drop for BlockingGuard {
     fn drop(&mut self) {
         if let Some((pool, me)) = self.slot {
             let mut g = pool.lock();
-            g.workers[me].not_running = false;
-            g.nr_running += 1;
+            g.mark_in(me, BLOCKED_ANNOTATED, true);
         }
     }
 }

@@ -53,3 +53,80 @@ pub fn set_nice(nice: i32) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// Runs the calling thread as `SCHED_FIFO` at real-time priority `prio` (1 is the
+/// lowest, what the kernel list suggested for workqueue threads).
+pub fn set_fifo(prio: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Runs the calling thread under `SCHED_OTHER` at nice `nice` (undoes [`set_fifo`]).
+pub fn set_normal(nice: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    set_nice(nice)
+}
+
+/// The soft limit of a resource (`RLIMIT_NICE`, `RLIMIT_RTPRIO`, ...).
+pub fn rlimit_cur(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct through a valid pointer.
+    let ok = unsafe { libc::getrlimit(resource, &mut r) } == 0;
+    ok.then_some(r.rlim_cur)
+}
+
+/// CPU time consumed so far by thread `tid` of this process, read from its
+/// per-thread CPU clock (nanosecond precision, one syscall). `None` if the thread
+/// has exited.
+pub fn thread_cpu_time(tid: i32) -> Option<std::time::Duration> {
+    // Linux encodes a thread's CPU clock as (~tid << 3) | PERTHREAD (4) | SCHED (2),
+    // the encoding glibc's pthread_getcpuclockid uses; the kernel accepts it for
+    // any thread of the calling process.
+    let clock: libc::clockid_t = ((!tid) << 3) | 4 | 2;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer; a bad
+    // clock id only makes it return EINVAL.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (r == 0).then(|| std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+/// The scheduler state letter of thread `tid` of this process (`R` running,
+/// `S` sleeping, `D` in uninterruptible sleep, ...), read from
+/// `/proc/self/task/<tid>/stat`. `None` if it cannot be read.
+pub fn thread_state(tid: i32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    parse_stat_state(&s)
+}
+
+/// The state field of a `/proc/.../stat` line: the first field after the
+/// parenthesised command name (which may itself contain spaces and parentheses).
+pub fn parse_stat_state(stat: &str) -> Option<char> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().next()?.chars().next()
+}
+
+/// Whether the calling thread runs under a real-time policy (FIFO or RR).
+pub fn is_realtime() -> bool {
+    // SAFETY: pid 0 is the calling thread; the call only returns a value.
+    let p = unsafe { libc::sched_getscheduler(0) };
+    p == libc::SCHED_FIFO || p == libc::SCHED_RR
+}

@@ -23,13 +23,17 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use crate::error::Error;
 use crate::pool::{self, NR_COLORS, Pool, PoolAttrs, WakeMode};
+use crate::priority::{self, PoolPrio, Priority};
 use crate::sched;
 use crate::timer;
-use crate::topology::{self, Scope, Topology};
+use crate::topology::{Scope, Topology};
 use crate::work::{Work, WorkInner};
 
 /// The kernel's `WQ_MAX_ACTIVE` (2048 since the 2026 patch).
@@ -93,10 +97,26 @@ pub struct WorkqueueStats {
     pub in_flight: u64,
     /// Callbacks that panicked (caught; the worker lives on).
     pub panics: u64,
-    /// Extra workers woken because a worker blocked (`CM_WAKEUP`).
+    /// Extra workers woken because a worker blocked or turned CPU-intensive (`CM_WAKEUP`).
     pub cm_wakeup: u64,
     /// Queue attempts refused while draining.
     pub rejected: u64,
+    /// CPU time of its items, sampled each watchdog tick (`CPUtime`), in ns.
+    pub cpu_time_ns: u64,
+    /// Items found running past the CPU-intensive threshold (`CPUitsv`).
+    pub cpu_intensive: u64,
+    /// Workers the /proc sampler found sleeping in an item (no annotation).
+    pub sampled: u64,
+    /// Non-strict workers moved back into their pod before running an item (`RPR`).
+    pub repatriated: u64,
+    /// Times its pwqs asked the rescuer for help (`mayday`).
+    pub mayday: u64,
+    /// Items its rescuer ran (`rescued`).
+    pub rescued: u64,
+    /// The priority its workers run at (`nice -20`, `fifo 1`, ...).
+    pub priority: String,
+    /// Set when the priority asked for was not allowed and a lower one is used.
+    pub priority_fallback: Option<String>,
 }
 
 /// A NUMA node's share of an unbound workqueue's `max_active`
@@ -149,16 +169,68 @@ pub(crate) enum NodeGet {
 }
 
 #[derive(Clone, Copy)]
-struct PwqRef {
-    pool: &'static Pool,
-    slot: u32,
+pub(crate) struct PwqRef {
+    pub pool: &'static Pool,
+    pub slot: u32,
 }
 
+/// One generation of a workqueue's pwqs; replaced whole by an attrs change.
 struct Pwqs {
     /// Per topology CPU id.
     cpu: Vec<Option<PwqRef>>,
     dfl: Option<PwqRef>,
     all: Vec<PwqRef>,
+    /// Topology CPU ids that route work (the online CPUs of the cpumask or machine).
+    route_cpus: Vec<usize>,
+}
+
+impl Pwqs {
+    fn empty() -> Pwqs {
+        Pwqs {
+            cpu: Vec::new(),
+            dfl: None,
+            all: Vec::new(),
+            route_cpus: Vec::new(),
+        }
+    }
+}
+
+/// What a workqueue was built with that the attrs do not say (kept to rebuild pools).
+struct WqCtx {
+    topo: Arc<Topology>,
+    /// A topology other than the machine's, folded onto the real CPUs.
+    custom: bool,
+    wake: WakeMode,
+    concurrency: UnboundConcurrency,
+    fallback: bool,
+}
+
+/// The attributes of a workqueue that can change while it runs (unbound
+/// queues; the kernel's sysfs knobs).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct WqAttrs {
+    /// Affinity scope of the pods.
+    pub affinity_scope: Scope,
+    /// Workers stay inside their pod.
+    pub affinity_strict: bool,
+    /// CPUs (topology ids) the workqueue may use.
+    pub cpumask: Vec<usize>,
+    /// Nice value of the workers (−20 for FIFO pools).
+    pub nice: i32,
+    /// `max_active`.
+    pub max_active: usize,
+    /// Cores per `cache_shard` pod.
+    pub cache_shard_size: usize,
+}
+
+/// A `MEM_RECLAIM` workqueue's rescuer: a thread that exists before it is needed.
+struct Rescuer {
+    /// Pwqs that asked for help, as (pool id, slot), oldest first.
+    mayday: Mutex<VecDeque<(u32, u32)>>,
+    thread: OnceLock<Thread>,
+    join: Mutex<Option<JoinHandle<()>>>,
+    stop: AtomicBool,
+    tid: std::sync::atomic::AtomicI32,
 }
 
 /// The shared state of a workqueue.
@@ -174,15 +246,23 @@ pub(crate) struct WqInner {
     pub stats: WqStats,
     max_active: AtomicUsize,
     nodes: Vec<NodeActive>,
-    node_cpus: Vec<usize>,
-    /// Set once when the workqueue is built; read without locking on every queue.
-    /// (Live attribute changes will swap whole tables.)
-    pwqs: OnceLock<Pwqs>,
+    node_cpus: Mutex<Vec<usize>>,
+    /// The current generation of pwqs, read without locking on every queue;
+    /// an attrs change swaps in a whole new table.
+    pwqs: ArcSwap<Pwqs>,
+    /// Pwqs of older generations, kept (dead or draining) until destroy so
+    /// flush and stats still see them and a late queuer finds them dead.
+    retired: Mutex<Vec<PwqRef>>,
+    /// Ordered queues: generations oldest first; only the head runs.
+    chain: Mutex<VecDeque<PwqRef>>,
+    ctx: WqCtx,
+    attrs: Mutex<WqAttrs>,
+    /// The priority in force, and why it differs from the one asked for.
+    prio: Mutex<(PoolPrio, Option<String>)>,
+    rescuer: Option<Rescuer>,
     flush_lock: Mutex<u64>,
     flush_cv: Condvar,
     flushers: AtomicU32,
-    /// Topology CPU ids that route work (the online CPUs of the cpumask or machine).
-    route_cpus: Vec<usize>,
     rr: AtomicUsize,
     handles: AtomicUsize,
 }
@@ -217,6 +297,51 @@ impl WqInner {
             NodeGet::WaitingRecheck
         } else {
             NodeGet::Waiting
+        }
+    }
+
+    /// Registers `n` inactive items of a pwq as waiting for budget (an ordered
+    /// queue's pwq being unplugged). Called under that pwq's pool lock.
+    pub(crate) fn node_enqueue_waiting(&self, node: usize, pool: u32, slot: u32, n: usize) {
+        let nd = &self.nodes[node];
+        let mut q = nd.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for _ in 0..n {
+            q.push_back((pool, slot));
+        }
+        nd.pending_len.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// Puts a starving pwq on the rescuer's list; false if there is no rescuer
+    /// or it is listed already (the kernel counts a mayday only then).
+    pub(crate) fn send_mayday(&self, pool: u32, slot: u32) -> bool {
+        let Some(r) = &self.rescuer else {
+            return false;
+        };
+        let mut q = r.mayday.lock().unwrap_or_else(|e| e.into_inner());
+        if q.contains(&(pool, slot)) {
+            return false;
+        }
+        q.push_back((pool, slot));
+        true
+    }
+
+    pub(crate) fn wake_rescuer(&self) {
+        if let Some(t) = self.rescuer.as_ref().and_then(|r| r.thread.get()) {
+            t.unpark();
+        }
+    }
+
+    /// Ordered queues across an attrs change: drops dead generations from the
+    /// head of the chain and lets the oldest live one run.
+    pub(crate) fn ordered_advance(self: &Arc<Self>) {
+        let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(&head) = chain.front() {
+            if chain.len() > 1 && head.pool.kill_if_drained(head.slot) {
+                chain.pop_front();
+                continue;
+            }
+            head.pool.unplug(head.slot);
+            break;
         }
     }
 
@@ -262,14 +387,20 @@ impl WqInner {
             && pool::current_wq_addr() != Arc::as_ptr(self) as usize
     }
 
-    fn pwqs(&self) -> &Pwqs {
-        self.pwqs
-            .get()
-            .expect("pwqs are set before the workqueue is handed out")
+    fn pwqs(&self) -> arc_swap::Guard<Arc<Pwqs>> {
+        self.pwqs.load()
     }
 
+    /// Every pwq: the current generation's and the retired ones.
     fn pwq_list(&self) -> Vec<PwqRef> {
-        self.pwqs().all.clone()
+        let mut v = self.pwqs().all.clone();
+        v.extend(
+            self.retired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter(),
+        );
+        v
     }
 
     fn nr_in_flight(&self) -> usize {
@@ -280,9 +411,10 @@ impl WqInner {
     }
 
     fn node_maxes(&self, max_active: usize) -> Vec<usize> {
-        let total: usize = self.node_cpus.iter().sum::<usize>().max(1);
+        let node_cpus = self.node_cpus.lock().unwrap_or_else(|e| e.into_inner());
+        let total: usize = node_cpus.iter().sum::<usize>().max(1);
         let min = max_active.min(MIN_ACTIVE);
-        self.node_cpus
+        node_cpus
             .iter()
             .map(|&c| (max_active * c).div_ceil(total).clamp(min, max_active))
             .collect()
@@ -302,44 +434,42 @@ impl WqInner {
             work.finish_cycle();
             return false;
         }
-        let target = {
+        loop {
             let p = self.pwqs();
-            if self.ordered {
+            let target = if self.ordered {
                 p.dfl
             } else {
-                let c = cpu.unwrap_or_else(|| self.local_cpu());
+                let c = cpu.unwrap_or_else(|| self.local_cpu(&p));
                 p.cpu.get(c).copied().flatten().or(p.dfl)
-            }
-        };
-        let Some(mut target) = target else {
+            };
             // A bound queue and a CPU without a pwq: take the first CPU's.
-            let p = self.pwqs();
-            let first = p.all[0];
-            first.pool.insert(first.slot, work, self.unbound);
-            return true;
-        };
-        // Non-reentrancy: if the item runs on another pool now, follow it there. If
-        // it last ran on the target pool, the worker that takes it checks the busy
-        // table under that pool's lock, so no extra lock is needed here.
-        let last = work.pool.load(Ordering::Relaxed);
-        if !self.ordered
-            && last != target.pool.id + 1
-            && let Some((pool, slot)) = pool::find_running(work, self)
-        {
-            target = PwqRef { pool, slot };
+            let mut target = target.unwrap_or(p.all[0]);
+            // Non-reentrancy: if the item runs on another pool now, follow it there.
+            // If it last ran on the target pool, the worker that takes it checks the
+            // busy table under that pool's lock, so no extra lock is needed here.
+            let last = work.pool.load(Ordering::Relaxed);
+            if !self.ordered
+                && last != target.pool.id + 1
+                && let Some((pool, slot)) = pool::find_running(work, self)
+            {
+                target = PwqRef { pool, slot };
+            }
+            if target.pool.insert(target.slot, work, self.unbound) {
+                return true;
+            }
+            // The pwq died under an attrs change after we read the table: the
+            // new table is in place by now.
         }
-        target.pool.insert(target.slot, work, self.unbound);
-        true
     }
 
     /// The topology CPU that routes work queued from here.
-    fn local_cpu(&self) -> usize {
+    fn local_cpu(&self, p: &Pwqs) -> usize {
         let c = sched::current_cpu();
-        if self.route_cpus.binary_search(&c).is_ok() {
+        if p.route_cpus.binary_search(&c).is_ok() {
             c
         } else {
             let i = self.rr.fetch_add(1, Ordering::Relaxed);
-            self.route_cpus[i % self.route_cpus.len()]
+            p.route_cpus[i % p.route_cpus.len()]
         }
     }
 
@@ -414,8 +544,20 @@ impl WqInner {
             n.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
             n.pending_len.store(0, Ordering::SeqCst);
         }
+        if let Some(r) = &self.rescuer {
+            r.stop.store(true, Ordering::SeqCst);
+            if let Some(t) = r.thread.get() {
+                t.unpark();
+            }
+            let h = r.join.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(h) = h
+                && h.thread().id() != std::thread::current().id()
+            {
+                let _ = h.join();
+            }
+        }
         // No handle is left, so nothing queues any more: release the pwqs.
-        for r in self.pwqs().all.iter() {
+        for r in self.pwq_list() {
             r.pool.detach(r.slot);
         }
         unregister(self);
@@ -436,6 +578,9 @@ pub struct WorkqueueBuilder {
     topology: Option<Arc<Topology>>,
     cache_shard_size: Option<usize>,
     concurrency: UnboundConcurrency,
+    priority: Priority,
+    fallback: bool,
+    nice: Option<i32>,
 }
 
 /// How many workers of an unbound pool run at once.
@@ -595,6 +740,30 @@ impl WorkqueueBuilder {
         self
     }
 
+    /// `WQ_MEM_RECLAIM`: the workqueue gets a rescuer thread that runs its items
+    /// when its pools cannot start workers.
+    pub fn mem_reclaim(self) -> Self {
+        self.flags(WqFlags::MEM_RECLAIM)
+    }
+    /// The workers' priority (default [`Priority::Normal`]; `HIGHPRI` is `High`).
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+    /// When the priority is not allowed (no `CAP_SYS_NICE`, `RLIMIT_RTPRIO` 0),
+    /// run at the best allowed one and say so in [`Workqueue::stats`] instead of
+    /// failing (default: fail with [`Error::PriorityDenied`]).
+    pub fn priority_fallback(mut self, yes: bool) -> Self {
+        self.fallback = yes;
+        self
+    }
+    /// The nice value of an unbound queue's workers (−20..=19, default 0; the
+    /// kernel's `nice` attribute).
+    pub fn nice(mut self, n: i32) -> Self {
+        self.nice = Some(n);
+        self
+    }
+
     /// Creates the workqueue.
     pub fn build(self) -> Result<Workqueue, Error> {
         let max_active = match self.max_active {
@@ -615,32 +784,60 @@ impl WorkqueueBuilder {
             Some(n) => n,
         };
         let unbound = self.flags.contains(WqFlags::UNBOUND);
-        let highpri = self.flags.contains(WqFlags::HIGHPRI);
+        let params = crate::params::params()?;
+        let nice = self.nice.unwrap_or(0);
+        if !(-20..=19).contains(&nice) {
+            return Err(Error::InvalidNice(nice));
+        }
+        let want = if self.flags.contains(WqFlags::HIGHPRI) && self.priority == Priority::Normal {
+            Priority::High
+        } else {
+            self.priority
+        };
+        let (prio, prio_note) = priority::resolve(priority::requested(want, nice)?, self.fallback)?;
         let custom = self.topology.is_some();
         let topo = self
             .topology
             .clone()
             .unwrap_or_else(|| system_topology().clone());
-        let real: Vec<usize> = system_topology().online().to_vec();
-        let to_real = |c: usize| if custom { real[c % real.len()] } else { c };
-        let online = topo.online().to_vec();
-        let mask: Vec<usize> = match &self.cpumask {
-            Some(m) => {
-                let v: Vec<usize> = online.iter().copied().filter(|c| m.contains(c)).collect();
-                if v.is_empty() {
-                    return Err(Error::EmptyCpumask {
-                        requested: m.clone(),
-                    });
-                }
-                v
-            }
-            None => online.clone(),
+        let cpumask = match (&self.cpumask, unbound, &params.unbound_cpus) {
+            (Some(m), _, _) => m.clone(),
+            (None, true, Some(u)) => u.clone(),
+            (None, _, _) => topo.online().to_vec(),
+        };
+        let attrs = WqAttrs {
+            affinity_scope: self.scope.unwrap_or(params.affinity_scope),
+            affinity_strict: self.strict,
+            cpumask,
+            nice: prio.nice(),
+            max_active,
+            cache_shard_size: self.cache_shard_size.unwrap_or(params.cache_shard_size),
         };
         let nr_nodes = topo.nr_nodes().max(1);
-        let mut node_cpus = vec![0usize; nr_nodes];
-        for &c in &mask {
-            node_cpus[topo.cpu_node(c).min(nr_nodes - 1)] += 1;
-        }
+        let ctx = WqCtx {
+            topo,
+            custom,
+            wake: self.wake,
+            concurrency: self.concurrency,
+            fallback: self.fallback,
+        };
+        let rescuer = self.flags.contains(WqFlags::MEM_RECLAIM).then(|| Rescuer {
+            mayday: Mutex::new(VecDeque::new()),
+            thread: OnceLock::new(),
+            join: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            tid: std::sync::atomic::AtomicI32::new(0),
+        });
+        let nodes = (0..nr_nodes)
+            .map(|_| NodeActive {
+                nr: AtomicUsize::new(0),
+                max: AtomicUsize::new(max_active),
+                pending_len: AtomicUsize::new(0),
+                // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
+                batch: (max_active / 16).clamp(1, 32),
+                pending: Mutex::new(VecDeque::new()),
+            })
+            .collect();
         let inner = Arc::new(WqInner {
             name: self.name.clone(),
             flags: self.flags,
@@ -652,33 +849,68 @@ impl WorkqueueBuilder {
             destroyed: AtomicBool::new(false),
             stats: WqStats::default(),
             max_active: AtomicUsize::new(max_active),
-            nodes: Vec::new(),
-            node_cpus,
-            pwqs: OnceLock::new(),
+            nodes,
+            node_cpus: Mutex::new(vec![0; nr_nodes]),
+            pwqs: ArcSwap::from_pointee(Pwqs::empty()),
+            retired: Mutex::new(Vec::new()),
+            chain: Mutex::new(VecDeque::new()),
+            ctx,
+            attrs: Mutex::new(attrs.clone()),
+            prio: Mutex::new((prio, prio_note)),
+            rescuer,
             flush_lock: Mutex::new(0),
             flush_cv: Condvar::new(),
             flushers: AtomicU32::new(0),
-            route_cpus: mask.clone(),
             rr: AtomicUsize::new(0),
             handles: AtomicUsize::new(1),
         });
-        // Node budgets need node_cpus, which live in the Arc: fill them in place.
-        let maxes = inner.node_maxes(max_active);
-        let inner = {
-            let mut i = Arc::try_unwrap(inner).ok().expect("not shared yet");
-            i.nodes = maxes
-                .into_iter()
-                .map(|max| NodeActive {
-                    nr: AtomicUsize::new(0),
-                    max: AtomicUsize::new(max),
-                    pending_len: AtomicUsize::new(0),
-                    // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
-                    batch: (max / 16).clamp(1, 32),
-                    pending: Mutex::new(VecDeque::new()),
-                })
-                .collect();
-            Arc::new(i)
-        };
+        let tab = inner.build_table(&attrs, prio, 0, false)?;
+        inner.set_node_budgets(&attrs, &tab);
+        if inner.ordered {
+            let dfl = tab.dfl.expect("unbound tables have a default pwq");
+            inner
+                .chain
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back(dfl);
+        }
+        inner.pwqs.store(Arc::new(tab));
+        if let Err(e) = inner.start_rescuer() {
+            inner.destroy();
+            return Err(e);
+        }
+        register(&inner);
+        Ok(Workqueue { inner })
+    }
+}
+
+impl WqInner {
+    /// Builds a generation of pwqs for `attrs` (`apply_wqattrs_prepare`): pools
+    /// per pod of the scope (unbound) or per CPU (bound), each pwq attached with
+    /// flush colour `color`. On error nothing stays attached.
+    fn build_table(
+        self: &Arc<Self>,
+        attrs: &WqAttrs,
+        prio: PoolPrio,
+        color: u8,
+        plugged: bool,
+    ) -> Result<Pwqs, Error> {
+        let ctx = &self.ctx;
+        let topo = &ctx.topo;
+        let real: Vec<usize> = system_topology().online().to_vec();
+        let to_real = |c: usize| if ctx.custom { real[c % real.len()] } else { c };
+        let online = topo.online().to_vec();
+        let mask: Vec<usize> = online
+            .iter()
+            .copied()
+            .filter(|c| attrs.cpumask.contains(c))
+            .collect();
+        if mask.is_empty() {
+            return Err(Error::EmptyCpumask {
+                requested: attrs.cpumask.clone(),
+            });
+        }
+        let nr_nodes = self.nodes.len();
         let mut tab = Pwqs {
             cpu: vec![
                 None;
@@ -687,74 +919,208 @@ impl WorkqueueBuilder {
             ],
             dfl: None,
             all: Vec::new(),
+            route_cpus: mask.clone(),
         };
-        if !unbound {
-            for &c in &real {
-                let pool = pool::bound_pool(c, highpri, self.wake)?;
-                let slot = pool.attach(inner.clone(), max_active, 0);
-                let r = PwqRef { pool, slot };
-                tab.cpu[c] = Some(r);
-                tab.all.push(r);
+        let max_active = attrs.max_active;
+        let res = (|| -> Result<(), Error> {
+            if !self.unbound {
+                for &c in &real {
+                    let pool = pool::bound_pool(c, prio, ctx.wake)?;
+                    let slot = pool.attach(self.clone(), max_active, 0, color, false);
+                    let r = PwqRef { pool, slot };
+                    tab.cpu[c] = Some(r);
+                    tab.all.push(r);
+                }
+                return Ok(());
             }
-        } else {
+            let managed = ctx.concurrency == UnboundConcurrency::PerCpu;
             let mut real_mask: Vec<usize> = mask.iter().map(|&c| to_real(c)).collect();
             real_mask.sort_unstable();
             real_mask.dedup();
             let dfl_node = topo.cpu_node(mask[0]).min(nr_nodes - 1);
             let dfl_pool = pool::unbound_pool(PoolAttrs {
                 cpu: None,
-                highpri,
+                prio,
                 cpus: real_mask.clone(),
                 pod_cpus: real_mask.clone(),
-                strict: self.strict,
-                wake: self.wake,
-                managed: self.concurrency == UnboundConcurrency::PerCpu,
+                strict: attrs.affinity_strict,
+                wake: ctx.wake,
+                managed,
             })?;
             let dfl = PwqRef {
                 pool: dfl_pool,
-                slot: dfl_pool.attach(inner.clone(), max_active, dfl_node),
+                slot: dfl_pool.attach(self.clone(), max_active, dfl_node, color, plugged),
             };
             tab.dfl = Some(dfl);
             tab.all.push(dfl);
-            if !self.ordered {
-                let scope = self.scope.unwrap_or(Scope::CacheShard);
-                let shard = self
-                    .cache_shard_size
-                    .unwrap_or(topology::DEFAULT_CACHE_SHARD_SIZE);
-                let pods = topo.pods(scope, shard);
-                for pod in &pods.pods {
-                    let cpus: Vec<usize> =
-                        pod.iter().copied().filter(|c| mask.contains(c)).collect();
-                    if cpus.is_empty() {
-                        continue;
-                    }
-                    let mut pod_real: Vec<usize> = cpus.iter().map(|&c| to_real(c)).collect();
-                    pod_real.sort_unstable();
-                    pod_real.dedup();
-                    let node = topo.cpu_node(cpus[0]).min(nr_nodes - 1);
-                    let pool = pool::unbound_pool(PoolAttrs {
-                        cpu: None,
-                        highpri,
-                        cpus: real_mask.clone(),
-                        pod_cpus: pod_real,
-                        strict: self.strict,
-                        wake: self.wake,
-                        managed: self.concurrency == UnboundConcurrency::PerCpu,
-                    })?;
-                    let r = PwqRef {
-                        pool,
-                        slot: pool.attach(inner.clone(), max_active, node),
-                    };
-                    tab.all.push(r);
-                    for &c in &cpus {
-                        tab.cpu[c] = Some(r);
-                    }
+            if self.ordered {
+                return Ok(());
+            }
+            let pods = topo.pods(attrs.affinity_scope, attrs.cache_shard_size);
+            for pod in &pods.pods {
+                let cpus: Vec<usize> = pod.iter().copied().filter(|c| mask.contains(c)).collect();
+                if cpus.is_empty() {
+                    continue;
+                }
+                let mut pod_real: Vec<usize> = cpus.iter().map(|&c| to_real(c)).collect();
+                pod_real.sort_unstable();
+                pod_real.dedup();
+                let node = topo.cpu_node(cpus[0]).min(nr_nodes - 1);
+                let pool = pool::unbound_pool(PoolAttrs {
+                    cpu: None,
+                    prio,
+                    cpus: real_mask.clone(),
+                    pod_cpus: pod_real,
+                    strict: attrs.affinity_strict,
+                    wake: ctx.wake,
+                    managed,
+                })?;
+                let r = PwqRef {
+                    pool,
+                    slot: pool.attach(self.clone(), max_active, node, color, false),
+                };
+                tab.all.push(r);
+                for &c in &cpus {
+                    tab.cpu[c] = Some(r);
                 }
             }
+            Ok(())
+        })();
+        if let Err(e) = res {
+            for r in &tab.all {
+                r.pool.detach(r.slot);
+            }
+            return Err(e);
         }
-        let _ = inner.pwqs.set(tab);
-        register(&inner);
-        Ok(Workqueue { inner })
+        Ok(tab)
+    }
+
+    /// Cuts `max_active` into per-node budgets by the CPUs of the table's mask.
+    fn set_node_budgets(&self, attrs: &WqAttrs, tab: &Pwqs) {
+        let nr_nodes = self.nodes.len();
+        let mut node_cpus = vec![0usize; nr_nodes];
+        for &c in &tab.route_cpus {
+            node_cpus[self.ctx.topo.cpu_node(c).min(nr_nodes - 1)] += 1;
+        }
+        *self.node_cpus.lock().unwrap_or_else(|e| e.into_inner()) = node_cpus;
+        for (node, max) in self.node_maxes(attrs.max_active).into_iter().enumerate() {
+            self.nodes[node].max.store(max, Ordering::SeqCst);
+        }
+    }
+
+    /// Starts the rescuer thread of a `MEM_RECLAIM` queue.
+    fn start_rescuer(self: &Arc<Self>) -> Result<(), Error> {
+        let Some(r) = &self.rescuer else {
+            return Ok(());
+        };
+        let weak = Arc::downgrade(self);
+        let name: String = format!("cmwq-r/{}", self.name).chars().take(15).collect();
+        let h = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || rescuer_thread(weak))
+            .map_err(|e| Error::Spawn {
+                what: format!("the rescuer of workqueue {:?}", self.name),
+                reason: e.to_string(),
+            })?;
+        let _ = r.thread.set(h.thread().clone());
+        *r.join.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+        Ok(())
+    }
+
+    /// Replaces the pwqs with a generation built for the new attributes
+    /// (`apply_workqueue_attrs`): new work goes to the new pools at once; the
+    /// old pwqs keep and finish what they hold, then die. An ordered queue's new
+    /// pwq stays plugged until every older one has drained.
+    fn apply(self: &Arc<Self>, change: impl FnOnce(&mut WqAttrs)) -> Result<(), Error> {
+        if !self.unbound {
+            return Err(Error::NotUnbound {
+                name: self.name.clone(),
+                attr: "this attribute",
+            });
+        }
+        let mut cur = self.attrs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut new = cur.clone();
+        change(&mut new);
+        if !(-20..=19).contains(&new.nice) {
+            return Err(Error::InvalidNice(new.nice));
+        }
+        if new == *cur {
+            return Ok(());
+        }
+        let (old_prio, old_note) = self.prio.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (prio, note) = if new.nice != cur.nice {
+            priority::resolve(PoolPrio::Nice(new.nice), self.ctx.fallback)?
+        } else {
+            (old_prio, old_note)
+        };
+        new.nice = prio.nice();
+        let g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let color = (*g % NR_COLORS as u64) as u8;
+        let tab = self.build_table(&new, prio, color, self.ordered)?;
+        self.set_node_budgets(&new, &tab);
+        let dfl = tab.dfl;
+        let old = self.pwqs.swap(Arc::new(tab));
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(old.all.iter().copied());
+        if self.ordered {
+            let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+            chain.push_back(dfl.expect("unbound tables have a default pwq"));
+        }
+        drop(g);
+        for r in &old.all {
+            r.pool.retire(r.slot);
+        }
+        if self.ordered {
+            self.ordered_advance();
+        }
+        *self.prio.lock().unwrap_or_else(|e| e.into_inner()) = (prio, note);
+        self.max_active.store(new.max_active, Ordering::SeqCst);
+        *cur = new;
+        drop(cur);
+        for n in 0..self.nodes.len() {
+            self.node_activate(n);
+        }
+        Ok(())
+    }
+}
+
+/// The rescuer: sleeps until a pool sends mayday, then runs batches of the
+/// starving pwq's items on this thread; exits when the workqueue is destroyed.
+fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
+    if let Some(w) = wq.upgrade()
+        && let Some(r) = &w.rescuer
+    {
+        r.tid.store(sched::gettid(), Ordering::SeqCst);
+    }
+    loop {
+        let next = {
+            let Some(w) = wq.upgrade() else { return };
+            let r = w
+                .rescuer
+                .as_ref()
+                .expect("rescuer thread of a rescuer queue");
+            if r.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let job = r
+                .mayday
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            job.map(|j| (w, j))
+        };
+        let Some((w, (pool_id, slot))) = next else {
+            std::thread::park();
+            continue;
+        };
+        if let Some(pool) = pool::get_pool(pool_id)
+            && pool.rescue(slot, &w)
+        {
+            // Still starving with items of this pwq left: back on the list.
+            w.send_mayday(pool_id, slot);
+        }
     }
 }
 
@@ -773,6 +1139,9 @@ impl Workqueue {
             topology: None,
             cache_shard_size: None,
             concurrency: UnboundConcurrency::PerCpu,
+            priority: Priority::Normal,
+            fallback: false,
+            nice: None,
         }
     }
 
@@ -802,7 +1171,7 @@ impl Workqueue {
         let known = {
             let p = self.inner.pwqs();
             p.cpu.get(cpu).is_some_and(|r| r.is_some())
-                || (self.inner.unbound && self.inner.route_cpus.binary_search(&cpu).is_ok())
+                || (self.inner.unbound && p.route_cpus.binary_search(&cpu).is_ok())
         };
         if !known {
             return Err(Error::OfflineCpu { cpu });
@@ -923,6 +1292,11 @@ impl Workqueue {
             return Err(Error::OrderedMaxActive(n));
         }
         self.inner.max_active.store(n, Ordering::SeqCst);
+        self.inner
+            .attrs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .max_active = n;
         if self.inner.unbound {
             for (node, max) in self.inner.node_maxes(n).into_iter().enumerate() {
                 self.inner.nodes[node].max.store(max, Ordering::SeqCst);
@@ -951,9 +1325,9 @@ impl Workqueue {
             .collect()
     }
 
-    /// Number of distinct pools this workqueue uses (its pwqs).
+    /// Number of pwqs of the current generation (pools this workqueue queues to).
     pub fn nr_pwqs(&self) -> usize {
-        self.inner.pwq_list().len()
+        self.inner.pwqs().all.len()
     }
 
     /// The pool ids serving each topology CPU (`None`: no pwq), and the default pool.
@@ -965,11 +1339,12 @@ impl Workqueue {
         )
     }
 
-    /// Workers and counters of each pool this workqueue uses, by pool id.
+    /// Workers and counters of each pool this workqueue queues to now, by pool id.
     pub fn pool_counts(&self) -> Vec<pool::PoolCounts> {
         let mut v: Vec<_> = self
             .inner
-            .pwq_list()
+            .pwqs()
+            .all
             .iter()
             .map(|r| r.pool.counts())
             .collect();
@@ -991,9 +1366,101 @@ impl Workqueue {
             out.completed += p.completed;
             out.panics += p.panics;
             out.cm_wakeup += p.cm_wakeup;
+            out.cpu_time_ns += p.cpu_time_ns;
+            out.cpu_intensive += p.cpu_intensive;
+            out.sampled += p.sampled;
+            out.repatriated += p.repatriated;
+            out.mayday += p.mayday;
+            out.rescued += p.rescued;
         }
         out.in_flight = out.started.saturating_sub(out.completed);
+        let (prio, note) = self
+            .inner
+            .prio
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        out.priority = prio.to_string();
+        out.priority_fallback = note;
         out
+    }
+
+    /// The current attributes (the kernel's sysfs files of an unbound queue).
+    pub fn attrs(&self) -> WqAttrs {
+        self.inner
+            .attrs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Moves an unbound queue to the pods of another affinity scope, live
+    /// (`affinity_scope` in sysfs): new work goes to the new pools at once, work
+    /// already queued finishes where it is, nothing is lost or run twice, and an
+    /// ordered queue stays ordered.
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue, topology::Scope};
+    /// let wq = Workqueue::builder("live").unbound().affinity_scope(Scope::Cpu).build().unwrap();
+    /// let w = Work::new(|| {});
+    /// wq.queue(&w);
+    /// wq.set_affinity_scope(Scope::System).unwrap();
+    /// assert_eq!(wq.attrs().affinity_scope, Scope::System);
+    /// wq.queue(&w);
+    /// wq.flush();
+    /// ```
+    pub fn set_affinity_scope(&self, scope: Scope) -> Result<(), Error> {
+        self.named(
+            self.inner.apply(|a| a.affinity_scope = scope),
+            "affinity_scope",
+        )
+    }
+
+    /// Binds (or frees) workers to their pod, live (`affinity_strict`).
+    pub fn set_affinity_strict(&self, strict: bool) -> Result<(), Error> {
+        self.named(
+            self.inner.apply(|a| a.affinity_strict = strict),
+            "affinity_strict",
+        )
+    }
+
+    /// Changes the CPUs an unbound queue may use, live (`cpumask`). A mask with
+    /// no online CPU is refused and nothing changes.
+    pub fn set_cpumask(&self, cpus: &[usize]) -> Result<(), Error> {
+        let mut v = cpus.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        self.named(self.inner.apply(|a| a.cpumask = v), "cpumask")
+    }
+
+    /// Changes the workers' nice value, live (`nice`); the workqueue moves to
+    /// pools of that priority. Needs the same permission as the builder's.
+    pub fn set_nice(&self, nice: i32) -> Result<(), Error> {
+        self.named(self.inner.apply(|a| a.nice = nice), "nice")
+    }
+
+    /// Changes the `cache_shard` shard size of an unbound queue, live.
+    pub fn set_cache_shard_size(&self, n: usize) -> Result<(), Error> {
+        self.named(
+            self.inner.apply(|a| a.cache_shard_size = n.max(1)),
+            "cache_shard_size",
+        )
+    }
+
+    fn named(&self, r: Result<(), Error>, attr: &'static str) -> Result<(), Error> {
+        r.map_err(|e| match e {
+            Error::NotUnbound { name, .. } => Error::NotUnbound { name, attr },
+            e => e,
+        })
+    }
+
+    /// The thread id of the rescuer of a `MEM_RECLAIM` queue.
+    pub fn rescuer_tid(&self) -> Option<i32> {
+        self.inner
+            .rescuer
+            .as_ref()
+            .map(|r| r.tid.load(Ordering::SeqCst))
+            .filter(|&t| t != 0)
     }
 }
 
@@ -1142,7 +1609,7 @@ mod tests {
             let mut queued = 0;
             for round in 0..20 {
                 for (i, w) in works.iter().enumerate() {
-                    let cpus = &wq.inner.route_cpus;
+                    let cpus = wq.inner.pwqs().route_cpus.clone();
                     let cpu = cpus[(i + round) % cpus.len()];
                     queued += usize::from(wq.queue_on(cpu, w).unwrap());
                 }

@@ -139,6 +139,9 @@ fn no_timeouts(log: &Log) {
 /// 20 w1 wakes up and finishes   25 w2 wakes up and finishes
 fn scenario_a(max_active: usize) {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The documented timelines predate CPU-intensive detection: the watchdog
+    // must not take a long burn out of concurrency management here.
+    cmwq::set_cpu_intensive_thresh(Duration::from_secs(3600));
     let wq = Workqueue::builder("tl-a")
         .max_active(max_active)
         .build()
@@ -199,6 +202,9 @@ fn doc_timeline_max_active_default() {
 #[test]
 fn doc_timeline_max_active_2() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The documented timelines predate CPU-intensive detection: the watchdog
+    // must not take a long burn out of concurrency management here.
+    cmwq::set_cpu_intensive_thresh(Duration::from_secs(3600));
     let wq = Workqueue::builder("tl-b").max_active(2).build().unwrap();
     let log = Arc::new(Log::default());
     // w0 sleeps until w1 slept (and 5 ms more, as documented: a window in which
@@ -250,6 +256,9 @@ fn doc_timeline_max_active_2() {
 #[test]
 fn doc_timeline_cpu_intensive() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The documented timelines predate CPU-intensive detection: the watchdog
+    // must not take a long burn out of concurrency management here.
+    cmwq::set_cpu_intensive_thresh(Duration::from_secs(3600));
     let wq0 = Workqueue::builder("tl-c0").build().unwrap();
     let wq1 = Workqueue::builder("tl-c1").cpu_intensive().build().unwrap();
     let log = Arc::new(Log::default());
@@ -288,6 +297,9 @@ fn doc_timeline_cpu_intensive() {
 #[test]
 fn doc_timeline_not_intensive_control() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The documented timelines predate CPU-intensive detection: the watchdog
+    // must not take a long burn out of concurrency management here.
+    cmwq::set_cpu_intensive_thresh(Duration::from_secs(3600));
     let wq = Workqueue::builder("tl-ctl").build().unwrap();
     let log = Arc::new(Log::default());
     let seen = Arc::new(AtomicUsize::new(0));

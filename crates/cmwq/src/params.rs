@@ -1,0 +1,150 @@
+//! Process-wide defaults read once from the environment, like the kernel's boot
+//! parameters (`workqueue.default_affinity_scope=`, `workqueue.unbound_cpus=`).
+//!
+//! | variable | meaning | kernel parameter |
+//! |---|---|---|
+//! | `CMWQ_DEFAULT_AFFINITY_SCOPE` | scope of unbound queues that do not set one | `workqueue.default_affinity_scope` |
+//! | `CMWQ_CACHE_SHARD_SIZE` | cores per `cache_shard` pod | `workqueue.cache_shard_size` |
+//! | `CMWQ_UNBOUND_CPUS` | CPUs unbound queues may use (a cpu list) | `workqueue.unbound_cpus` |
+//! | `CMWQ_HIGHPRI_POLICY` | `nice` or `fifo` (see [`crate::HighpriPolicy`]) | — |
+//!
+//! A value that does not parse is an error naming the variable and the value,
+//! returned by the first `build()` that needs it; it is never silently ignored.
+
+use std::sync::OnceLock;
+
+use crate::error::Error;
+use crate::topology::{self, Scope};
+
+/// The parsed defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub affinity_scope: Scope,
+    pub cache_shard_size: usize,
+    pub unbound_cpus: Option<Vec<usize>>,
+}
+
+/// Reads `var`: `Ok(None)` if unset or empty, the parsed value, or an error
+/// naming the variable, the value and what was expected.
+pub(crate) fn env_parse<T>(
+    var: &str,
+    expected: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, Error> {
+    let Ok(raw) = std::env::var(var) else {
+        return Ok(None);
+    };
+    if raw.trim().is_empty() {
+        return Ok(None);
+    }
+    parse(raw.trim()).map(Some).ok_or_else(|| Error::BadEnv {
+        var: var.to_string(),
+        value: raw.clone(),
+        expected: expected.to_string(),
+    })
+}
+
+/// Parses the three variables from a lookup function (testable without the
+/// process environment).
+pub(crate) fn parse_params(
+    scope: Option<&str>,
+    shard: Option<&str>,
+    cpus: Option<&str>,
+) -> Result<Params, Error> {
+    let bad = |var: &str, value: &str, expected: &str| Error::BadEnv {
+        var: var.into(),
+        value: value.into(),
+        expected: expected.into(),
+    };
+    let affinity_scope = match scope.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Scope::CacheShard,
+        Some(s) => s.parse::<Scope>().map_err(|_| {
+            bad(
+                "CMWQ_DEFAULT_AFFINITY_SCOPE",
+                s,
+                "cpu, smt, cache, cache_shard, numa or system",
+            )
+        })?,
+    };
+    let cache_shard_size = match shard.map(str::trim).filter(|s| !s.is_empty()) {
+        None => topology::DEFAULT_CACHE_SHARD_SIZE,
+        Some(s) => s
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| bad("CMWQ_CACHE_SHARD_SIZE", s, "a number of cores >= 1"))?,
+    };
+    let unbound_cpus = match cpus.map(str::trim).filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => Some(
+            topology::parse_cpulist(s)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| bad("CMWQ_UNBOUND_CPUS", s, "a cpu list such as 0-3,8"))?,
+        ),
+    };
+    Ok(Params {
+        affinity_scope,
+        cache_shard_size,
+        unbound_cpus,
+    })
+}
+
+/// The process's defaults, read from the environment on first use.
+pub(crate) fn params() -> Result<&'static Params, Error> {
+    static P: OnceLock<Result<Params, Error>> = OnceLock::new();
+    P.get_or_init(|| {
+        let v = |k: &str| std::env::var(k).ok();
+        parse_params(
+            v("CMWQ_DEFAULT_AFFINITY_SCOPE").as_deref(),
+            v("CMWQ_CACHE_SHARD_SIZE").as_deref(),
+            v("CMWQ_UNBOUND_CPUS").as_deref(),
+        )
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unset_gives_the_kernel_defaults() {
+        let p = parse_params(None, Some(" "), None).unwrap();
+        assert_eq!(p.affinity_scope, Scope::CacheShard);
+        assert_eq!(p.cache_shard_size, topology::DEFAULT_CACHE_SHARD_SIZE);
+        assert_eq!(p.unbound_cpus, None);
+    }
+
+    #[test]
+    fn values_parse() {
+        let p = parse_params(Some("numa"), Some("4"), Some("0-2,5")).unwrap();
+        assert_eq!(p.affinity_scope, Scope::Numa);
+        assert_eq!(p.cache_shard_size, 4);
+        assert_eq!(p.unbound_cpus, Some(vec![0, 1, 2, 5]));
+    }
+
+    #[test]
+    fn bad_values_name_variable_and_value() {
+        for (args, var, val) in [
+            (
+                (Some("l3"), None, None),
+                "CMWQ_DEFAULT_AFFINITY_SCOPE",
+                "l3",
+            ),
+            ((None, Some("0"), None), "CMWQ_CACHE_SHARD_SIZE", "0"),
+            (
+                (None, Some("eight"), None),
+                "CMWQ_CACHE_SHARD_SIZE",
+                "eight",
+            ),
+            ((None, None, Some("3-1")), "CMWQ_UNBOUND_CPUS", "3-1"),
+        ] {
+            let e = parse_params(args.0, args.1, args.2).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(var) && msg.contains(val), "{msg}");
+            assert!(matches!(e, Error::BadEnv { .. }));
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The watchdog: what the kernel learns from scheduler hooks, learned by looking.
+//!
+//! The kernel hears from the scheduler when a worker sleeps
+//! (`wq_worker_sleeping`) and gets a tick while one runs (`wq_worker_tick`).
+//! User space gets neither, so one thread looks every [`TICK`] (10 ms) at the
+//! pools that have busy workers and does, per pool (`Pool::tick`):
+//!
+//! - **CPU time**: reads each busy worker's thread CPU clock and charges the
+//!   time since the previous tick to the workqueue whose item it runs — the
+//!   kernel's tick-sampled `CPUtime`.
+//! - **CPU-intensive detection**: an item that has used more than the threshold
+//!   of CPU (kernel: `wq_cpu_intensive_thresh_us`, 10 ms; here
+//!   [`set_cpu_intensive_thresh`]) leaves `nr_running` and the pool kicks
+//!   another worker. It is found within one tick of crossing the threshold; the
+//!   clock is the thread's CPU time, so an item that sleeps is not mistaken for
+//!   one that burns.
+//! - **The /proc sampler** (libdispatch's approach): when a concurrency-managed
+//!   pool has waiting work and completed nothing since the last tick, it reads
+//!   `/proc/self/task/<tid>/stat` of its counted workers; one found sleeping
+//!   (`S`/`D`) leaves `nr_running` and another worker is kicked. It counts again
+//!   once it is seen running, or when its item ends.
+//! - **Forward progress**: a pool with waiting work, nothing running it and no
+//!   idle worker retries creating a worker each tick; after
+//!   [`MAYDAY_INITIAL_TIMEOUT`] of that it sends mayday to the `MEM_RECLAIM`
+//!   workqueues whose items wait, and their rescuers run them.
+//!
+//! No looking happens while nothing runs: workers count themselves in `BUSY`
+//! when they leave idle; the watchdog parks when it is zero and no pool
+//! starves, and the first worker to become busy unparks it. The hand-off is the
+//! usual Dekker pair: the watchdog stores `PARKED` then re-reads `BUSY`; a worker
+//! increments `BUSY` then reads `PARKED`; both `SeqCst`, so one of them sees the
+//! other, and `unpark` before `park` leaves a token.
+//!
+//! The cost on the hot path is one atomic add and one load per worker wakeup
+//! (not per item), and nothing while the watchdog runs.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::Thread;
+use std::time::Duration;
+
+/// How often the watchdog looks while workers are busy.
+pub const TICK: Duration = Duration::from_millis(10);
+/// How long work may starve before its rescuers are called (kernel: 10 ms).
+pub const MAYDAY_INITIAL_TIMEOUT: Duration = Duration::from_millis(10);
+
+static BUSY: AtomicUsize = AtomicUsize::new(0);
+static PARKED: AtomicBool = AtomicBool::new(false);
+static STARVING: AtomicBool = AtomicBool::new(false);
+static THRESH_US: AtomicU64 = AtomicU64::new(10_000);
+static TICKS: AtomicU64 = AtomicU64::new(0);
+static WATCHDOG: OnceLock<Thread> = OnceLock::new();
+
+/// Sets the CPU time after which a running item counts as CPU-intensive and
+/// stops holding back other work of its pool (kernel default 10 ms).
+pub fn set_cpu_intensive_thresh(d: Duration) {
+    THRESH_US.store(
+        d.as_micros().clamp(1, u64::MAX as u128) as u64,
+        Ordering::SeqCst,
+    );
+}
+
+/// The current CPU-intensive threshold.
+pub fn cpu_intensive_thresh() -> Duration {
+    Duration::from_micros(THRESH_US.load(Ordering::SeqCst))
+}
+
+/// How many sweeps the watchdog has made (0 while nothing was ever busy): lets
+/// a test see that an idle process is not polled.
+pub fn watchdog_ticks() -> u64 {
+    TICKS.load(Ordering::SeqCst)
+}
+
+/// Starts the watchdog thread if it is not running (called when a pool is made,
+/// never under a pool lock).
+pub(crate) fn ensure_started() {
+    WATCHDOG.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("cmwq-watchdog".into())
+            .spawn(run)
+            .expect("cannot start the cmwq watchdog thread")
+            .thread()
+            .clone()
+    });
+}
+
+/// A worker leaves idle to run items.
+#[inline]
+pub(crate) fn busy_enter() {
+    if BUSY.fetch_add(1, Ordering::SeqCst) == 0 && PARKED.load(Ordering::SeqCst) {
+        wake();
+    }
+}
+
+/// A worker goes back to idle.
+#[inline]
+pub(crate) fn busy_exit() {
+    BUSY.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// A pool could not start a worker: keep watching it even if nothing is busy.
+pub(crate) fn poke() {
+    STARVING.store(true, Ordering::SeqCst);
+    if PARKED.load(Ordering::SeqCst) {
+        wake();
+    }
+}
+
+fn wake() {
+    if let Some(t) = WATCHDOG.get() {
+        t.unpark();
+    }
+}
+
+fn run() {
+    loop {
+        if BUSY.load(Ordering::SeqCst) == 0 && !STARVING.load(Ordering::SeqCst) {
+            PARKED.store(true, Ordering::SeqCst);
+            if BUSY.load(Ordering::SeqCst) == 0 && !STARVING.load(Ordering::SeqCst) {
+                std::thread::park();
+            }
+            PARKED.store(false, Ordering::SeqCst);
+            continue;
+        }
+        std::thread::sleep(TICK);
+        TICKS.fetch_add(1, Ordering::SeqCst);
+        // Clear before the sweep: a failure during or after it sets it again.
+        STARVING.store(false, Ordering::SeqCst);
+        if crate::pool::tick_all(cpu_intensive_thresh()) {
+            STARVING.store(true, Ordering::SeqCst);
+        }
+    }
+}
