@@ -31,6 +31,10 @@ pub struct LatencyArgs {
     /// CPU time each work item spends in its callback
     #[arg(long, value_name = "US", default_value_t = 20)]
     pub work_us: u64,
+    /// When the priority is not allowed (no CAP_SYS_NICE / RLIMIT_RTPRIO), run at
+    /// the best allowed one and say so, instead of failing
+    #[arg(long)]
+    pub priority_fallback: bool,
     /// Print one JSON document (schema cmwq-latency/1, with a "metrics" object)
     #[arg(long)]
     pub json: bool,
@@ -49,6 +53,7 @@ pub fn run(a: LatencyArgs) -> Result<(), String> {
         interval: Duration::from_micros(a.interval_us),
         duration: Duration::from_millis(a.duration_ms),
         work: Duration::from_micros(a.work_us),
+        fallback: a.priority_fallback,
     };
     let r = latency::run(&cfg)?;
     if a.json {
@@ -64,8 +69,9 @@ pub fn run(a: LatencyArgs) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "latency_wq: priority={} hogs={} duty={:.0}% interval={}us duration={}ms work={}us",
+        "latency_wq: priority={} (workers at {}) hogs={} duty={:.0}% interval={}us duration={}ms work={}us",
         a.priority,
+        r.workers_at,
         cfg.hogs,
         cfg.duty * 100.0,
         a.interval_us,

@@ -135,7 +135,13 @@ fn bad_arguments_are_named() {
         ),
         (&["bench", "--vs", "rayon,smol"][..], "'smol'"),
         (
-            &["bench", "--cache-shard-size", "0", "--scopes", "cache_shard"][..],
+            &[
+                "bench",
+                "--cache-shard-size",
+                "0",
+                "--scopes",
+                "cache_shard",
+            ][..],
             "--cache-shard-size 0",
         ),
     ] {

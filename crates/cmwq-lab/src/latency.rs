@@ -9,7 +9,9 @@
 //!   sleep (fio's `cpuload=90`), at the default priority, until the stream ends.
 //! - **Stream**: the calling thread queues one work item every `interval` on a
 //!   bound workqueue (`latency_wq`, per-CPU pools like `system_highpri_wq`) of
-//!   the chosen [`Priority`], on an absolute schedule (a late tick does not
+//!   the chosen [`Priority`] (`cmwq::Priority`: nice 0, nice -20, SCHED_FIFO
+//!   at RT priority 1; a priority this process may not take is an error, or
+//!   with `fallback` the best allowed one, reported), on an absolute schedule (a late tick does not
 //!   shift the later ones), for `duration`. Items come from a ring of
 //!   [`SLOTS`] work items, each created once and re-queued; a slot whose last
 //!   item has not finished yet when its turn comes is counted as `missed`
@@ -75,6 +77,9 @@ pub struct LatencyConfig {
     /// CPU time each item spends in its callback.
     #[serde(serialize_with = "micros")]
     pub work: Duration,
+    /// Run at the best priority allowed when `priority` is not
+    /// (`WorkqueueBuilder::priority_fallback`) instead of failing.
+    pub fallback: bool,
 }
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -208,8 +213,11 @@ pub struct LatencyReport {
     pub queued: u64,
     /// Ticks skipped because the slot's previous item had not finished.
     pub missed: u64,
-    /// The priority the workqueue got (may differ from the one asked for
-    /// when the library falls back; see `priority_note`).
+    /// The priority the workers run at, as the library reports it
+    /// (`nice 0`, `nice -20`, `fifo 1`).
+    pub workers_at: String,
+    /// Set when the priority asked for was not allowed and the library fell
+    /// back to a lower one (only with `fallback`).
     pub priority_note: Option<String>,
 }
 
@@ -230,29 +238,31 @@ fn spin_until(until: Instant) {
     }
 }
 
-/// The stream's workqueue with `p`'s priority.
-fn build_wq(p: Priority) -> Result<(cmwq::Workqueue, Option<String>), String> {
-    let b = cmwq::Workqueue::builder("latency_wq");
-    let b = match p {
-        Priority::Normal => b,
-        Priority::High => b.highpri(),
-        Priority::Fifo => {
-            return Err(
-                "--priority fifo: this cmwq build has no SCHED_FIFO pools yet (cmwq::Priority::Fifo)"
-                    .into(),
-            );
-        }
+/// The stream's workqueue with `p`'s priority; with `fallback`, the best
+/// priority allowed instead of an error. Returns the priority the workers got
+/// (`nice -20`, `fifo 1`, ...) and the library's fallback note, if any.
+fn build_wq(
+    p: Priority,
+    fallback: bool,
+) -> Result<(cmwq::Workqueue, String, Option<String>), String> {
+    let prio = match p {
+        Priority::Normal => cmwq::Priority::Normal,
+        Priority::High => cmwq::Priority::High,
+        Priority::Fifo => cmwq::Priority::Fifo,
     };
-    let wq = b
+    let wq = cmwq::Workqueue::builder("latency_wq")
+        .priority(prio)
+        .priority_fallback(fallback)
         .build()
-        .map_err(|e| format!("building latency_wq ({p:?}): {e}"))?;
-    Ok((wq, None))
+        .map_err(|e| format!("building latency_wq at priority {p:?}: {e}"))?;
+    let st = wq.stats();
+    Ok((wq, st.priority, st.priority_fallback))
 }
 
 /// Runs the hogs and the stream; returns the statistics.
 pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
     cfg.validate()?;
-    let (wq, note) = build_wq(cfg.priority)?;
+    let (wq, workers_at, note) = build_wq(cfg.priority, cfg.fallback)?;
     let cpus = crate::bench::sys::allowed_cpus();
     let epoch = Instant::now();
     let samples = Arc::new(Mutex::new(Vec::<u64>::with_capacity(
@@ -347,6 +357,7 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
         clat: Clat::from_ns(&samples),
         queued,
         missed,
+        workers_at,
         priority_note: note,
     })
 }
@@ -402,6 +413,7 @@ mod tests {
             interval: Duration::from_millis(1),
             duration: Duration::from_millis(50),
             work: Duration::ZERO,
+            fallback: false,
         };
         assert_eq!(ok.validate(), Ok(()));
         let mut c = ok.clone();
@@ -427,6 +439,7 @@ mod tests {
             interval: Duration::from_micros(500),
             duration: Duration::from_millis(40),
             work: Duration::from_micros(5),
+            fallback: true,
         };
         let r = run(&cfg).unwrap();
         assert_eq!(r.queued + r.missed, 80);
