@@ -219,6 +219,10 @@ pub fn table_pair(
         .map(|r| r.metrics.keys().cloned().collect())
         .unwrap_or_default();
     rest.retain(|k| !names.contains(k));
+    rest.sort_by_key(|n| match clat_rank(n) {
+        Some(r) => (0, r, String::new()),
+        None => (1, 0, n.clone()),
+    });
     names.extend(rest);
     let mut t = AbTable::new(cfg).with_title(title);
     let mut last_reason: Option<String> = None;
@@ -244,6 +248,15 @@ pub fn table_pair(
         }
     }
     Ok(t)
+}
+
+/// fio's order of clat statistics (`clat min us` first, `clat p99.9 us`
+/// last); `None` for other metrics.
+fn clat_rank(name: &str) -> Option<usize> {
+    let stat = name.strip_prefix("clat ")?.split(' ').next()?;
+    ["min", "avg", "max", "stdev", "p50", "p90", "p99", "p99.9"]
+        .iter()
+        .position(|s| *s == stat)
 }
 
 /// `A`, `B` for two sides; `side N` past them (labels live in the caller's
@@ -390,6 +403,22 @@ mod tests {
         }
         let t = table(&recs, CompareConfig::default(), "t").unwrap();
         let ipc = t.compared().find(|r| r.metric == "IPC").unwrap();
+        // Command metrics: fio's clat order first, then by name.
+        for r in recs.iter_mut() {
+            for m in ["clat p50 us", "clat max us", "clat min us", "items"] {
+                r.metrics.insert(m.into(), 1.0);
+            }
+        }
+        let t2 = table(&recs, CompareConfig::default(), "t").unwrap();
+        let order: Vec<&str> = t2
+            .compared()
+            .map(|r| r.metric.as_str())
+            .filter(|m| m.starts_with("clat") || *m == "items" || *m == "x")
+            .collect();
+        assert_eq!(
+            order,
+            ["clat min us", "clat max us", "clat p50 us", "items", "x"]
+        );
         assert_eq!(ipc.stats.delta_pct, Some(100.0));
         assert_eq!(ipc.stats.direction, Direction::HigherIsBetter);
     }
