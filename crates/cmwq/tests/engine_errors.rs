@@ -231,7 +231,6 @@ fn bad_use_of_work_is_panic_free() {
 /// design rule 6). A blocks (annotated) until B ran; the pool has one worker
 /// and cannot start another.
 #[test]
-#[ignore = "issue 4: WQ_MEM_RECLAIM is accepted but the rescuer/mayday is not built yet; with worker creation failing, a MEM_RECLAIM queue stalls"]
 fn mem_reclaim_progress_without_new_workers() {
     let _s = serial();
     // A private pool: unbound, strict, cpumask {0}, scope cpu.

@@ -1,0 +1,118 @@
+//! Forward progress (issue 4): with worker creation failing, a `MEM_RECLAIM`
+//! workqueue's items still run, on its rescuer; other work waits and resumes
+//! once creation works again. Worker creation failure is process-wide, so this
+//! file holds one test.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use cmwq::{Work, Workqueue};
+
+fn wait_for(f: impl Fn() -> bool) -> bool {
+    for _ in 0..20_000 {
+        if f() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+#[test]
+fn mem_reclaim_work_completes_while_workers_cannot_start() {
+    cmwq::debug_fail_worker_creation(true);
+    // Fresh pools (nice values no other queue uses), so no worker exists yet.
+    let reclaim = Workqueue::builder("fp-reclaim")
+        .unbound()
+        .nice(3)
+        .mem_reclaim()
+        .build()
+        .unwrap();
+    let plain = Workqueue::builder("fp-plain")
+        .unbound()
+        .nice(4)
+        .build()
+        .unwrap();
+    assert!(reclaim.rescuer_tid().is_some() || wait_for(|| reclaim.rescuer_tid().is_some()));
+    assert!(plain.rescuer_tid().is_none());
+    let ran_r = Arc::new(AtomicUsize::new(0));
+    let ran_p = Arc::new(AtomicUsize::new(0));
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let rw: Vec<Work> = (0..40)
+        .map(|_| {
+            let (r, t) = (ran_r.clone(), threads.clone());
+            Work::new(move || {
+                t.lock()
+                    .unwrap()
+                    .push(thread::current().name().map(str::to_string));
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    let pw: Vec<Work> = (0..40)
+        .map(|_| {
+            let r = ran_p.clone();
+            Work::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for w in &rw {
+        assert!(reclaim.queue(w));
+    }
+    for w in &pw {
+        assert!(plain.queue(w));
+    }
+    assert!(
+        wait_for(|| ran_r.load(Ordering::SeqCst) == 40),
+        "MEM_RECLAIM work stuck: {} of 40 ran",
+        ran_r.load(Ordering::SeqCst)
+    );
+    let st = reclaim.stats();
+    assert_eq!(st.rescued, 40, "{st:?}");
+    assert!(st.mayday >= 1, "{st:?}");
+    assert!(
+        threads
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|n| n.as_deref().is_some_and(|n| n.starts_with("cmwq-r/"))),
+        "rescued items run on the rescuer thread"
+    );
+    // The plain queue has no rescuer: nothing of it ran.
+    assert_eq!(ran_p.load(Ordering::SeqCst), 0);
+    let failed: u64 = plain.pool_counts().iter().map(|c| c.create_failed).sum();
+    assert!(failed >= 1, "creation was tried and failed");
+
+    // Creation works again: the watchdog's retry starts a worker and the plain
+    // queue's work resumes.
+    cmwq::debug_fail_worker_creation(false);
+    plain.flush();
+    assert_eq!(ran_p.load(Ordering::SeqCst), 40);
+    assert_eq!(plain.stats().rescued, 0);
+    // And the reclaim queue is served by workers again, not the rescuer.
+    let after = Arc::new(AtomicUsize::new(0));
+    let a = after.clone();
+    let w = Work::new(move || {
+        if thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("cmwq/"))
+        {
+            a.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    assert!(wait_for(|| reclaim
+        .pool_counts()
+        .iter()
+        .all(|c| c.workers > 0)
+        || {
+            // Queue something so the pool has a reason to start a worker.
+            reclaim.queue(&w);
+            false
+        }));
+    reclaim.queue(&w);
+    reclaim.flush();
+    assert!(after.load(Ordering::SeqCst) >= 1);
+}
