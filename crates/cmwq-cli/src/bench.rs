@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// released, the 2026 order) or `under-lock` (the old order)
     #[arg(long, value_name = "MODE", default_value = "deferred", value_parser = ["deferred", "under-lock"])]
     pub wake: String,
+    /// cmwq: cores per pod of the cache_shard scope (the kernel's
+    /// workqueue.cache_shard_size) [default: 8]
+    #[arg(long, value_name = "N")]
+    pub cache_shard_size: Option<usize>,
 }
 
 /// Turn the arguments into a validated configuration.
@@ -65,6 +69,7 @@ pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
     c.synthetic = a.synthetic.clone();
     c.strict = a.strict;
     c.wake_under_lock = a.wake == "under-lock";
+    c.cache_shard_size = a.cache_shard_size;
     if let Some(spec) = &c.synthetic {
         cmwq::topology::Topology::from_synthetic(spec).map_err(|e| format!("--synthetic: {e}"))?;
     }

@@ -2,24 +2,31 @@
 //! with the seed threads' table (`Metric  Baseline  Experiment  Delta  Sig`).
 //!
 //! The running, measuring and statistics live in `cmwq_lab::compare` and
-//! `cmwq_lab::stats`; this file turns arguments into the two command lines,
-//! shows progress and prints.
+//! `cmwq_lab::stats`; this file turns arguments into the command lines (side 0
+//! is the baseline, every other side is compared against it; the seed
+//! presets' sides and extra tables are in `presets.rs`), shows progress and
+//! prints.
 
 use std::io::IsTerminal;
 
-use cmwq_lab::abtable::RenderOptions;
+use cmwq_lab::abtable::{AbTable, RenderOptions};
 use cmwq_lab::compare::{self, RunRecord, Side};
 use cmwq_lab::stats::CompareConfig;
+
+use crate::presets;
 
 /// Arguments of `cmwq compare`.
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
     /// A seed experiment: `wake` (seed 000: `bench --wake deferred` as A against
-    /// `--wake under-lock` as B, one table per scope); `qpw-cost` and
+    /// `--wake under-lock` as B, one table per scope); `shard` (seed 002: scope
+    /// cache against cache_shard at each of --shard-sizes, mean and stdev of the
+    /// per-round change); `priority` (seed 004: `latency` at normal against high
+    /// and fifo priority under CPU hogs, fio's clat lines); `qpw-cost` and
     /// `qpw-isolation` (seed 003: `percpu cost`/`percpu isolation` with
-    /// `--mode local` as A against `--mode qpw` as B). `--a`/`--b` add arguments
-    /// to both sides of a preset.
-    #[arg(long, value_name = "NAME", value_parser = ["wake", "qpw-cost", "qpw-isolation"], conflicts_with_all = ["a_cmd", "b_cmd"])]
+    /// `--mode local` as A against `--mode qpw` as B). `--a` adds arguments
+    /// to the baseline side of a preset, `--b` to the other sides.
+    #[arg(long, value_name = "NAME", value_parser = ["wake", "shard", "priority", "qpw-cost", "qpw-isolation"], conflicts_with_all = ["a_cmd", "b_cmd"])]
     pub preset: Option<String>,
     /// Side A as arguments of this `cmwq` binary, e.g. "bench --scopes cpu --wake under-lock"
     /// (split on whitespace; `--json` is added)
@@ -59,9 +66,20 @@ pub struct CompareArgs {
     /// Print the table as Markdown
     #[arg(long)]
     pub markdown: bool,
+    /// Also write an SVG of every run's value, one strip plot per metric, sides side by side
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
+    /// `--preset shard`: the cache_shard sizes (cores per pod) compared against cache
+    #[arg(long, value_name = "LIST", default_value = presets::SEED_SHARD_SIZES)]
+    pub shard_sizes: String,
 }
 
-fn side(label: &str, args: &Option<String>, cmd: &Option<String>) -> Result<Side, String> {
+/// Side `label` from `--x ARGS` (this binary, `--json` added) or `--x-cmd CMD`.
+pub(crate) fn side(
+    label: &str,
+    args: &Option<String>,
+    cmd: &Option<String>,
+) -> Result<Side, String> {
     let argv = match (args, cmd) {
         (Some(a), None) => {
             let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
@@ -99,26 +117,29 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             a.noise_floor
         ));
     }
-    let sides = match a.preset.as_deref() {
-        Some("wake") => {
-            let extra = |x: &Option<String>| x.clone().unwrap_or_default();
-            [
-                side(
-                    "A",
-                    &Some(format!("bench --wake deferred {}", extra(&a.a))),
-                    &None,
-                )?,
-                side(
-                    "B",
-                    &Some(format!("bench --wake under-lock {}", extra(&a.b))),
-                    &None,
-                )?,
-            ]
-        }
+    let extra = |x: &Option<String>| x.clone().unwrap_or_default();
+    let sides: Vec<Side> = match a.preset.as_deref() {
+        Some("wake") => vec![
+            side(
+                "A",
+                &Some(format!("bench --wake deferred {}", extra(&a.a))),
+                &None,
+            )?,
+            side(
+                "B",
+                &Some(format!("bench --wake under-lock {}", extra(&a.b))),
+                &None,
+            )?,
+        ],
+        Some("shard") => presets::shard(
+            &extra(&a.a),
+            &extra(&a.b),
+            &presets::parse_shard_sizes(&a.shard_sizes)?,
+        )?,
+        Some("priority") => presets::priority(&extra(&a.a), &extra(&a.b))?,
         Some(p @ ("qpw-cost" | "qpw-isolation")) => {
             let cmd = if p == "qpw-cost" { "cost" } else { "isolation" };
-            let extra = |x: &Option<String>| x.clone().unwrap_or_default();
-            [
+            vec![
                 side(
                     "A",
                     &Some(format!("percpu {cmd} --mode local {}", extra(&a.a))),
@@ -131,10 +152,10 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
                 )?,
             ]
         }
-        _ => [side("A", &a.a, &a.a_cmd)?, side("B", &a.b, &a.b_cmd)?],
+        _ => vec![side("A", &a.a, &a.a_cmd)?, side("B", &a.b, &a.b_cmd)?],
     };
     let tty = std::io::stderr().is_terminal();
-    let total = 2 * (a.runs + a.warmup);
+    let total = sides.len() * (a.runs + a.warmup);
     let t0 = std::time::Instant::now();
     let mut records = Vec::new();
     let mut done = 0;
@@ -178,54 +199,166 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     if tty {
         eprintln!();
     }
+    if a.preset.as_deref() == Some("shard") {
+        // cache and cache_shard runs name their rows by scope; compare field by field.
+        presets::strip_scope(&mut records);
+    }
     let cfg = CompareConfig {
         noise_floor_pct: a.noise_floor,
         ..CompareConfig::default()
     };
-    let title = format!(
-        "A: {}\nB: {}",
-        sides[0].argv.join(" "),
-        sides[1].argv.join(" ")
-    );
-    let table = compare::table(&records, cfg, &title)?;
-    if a.preset.is_some() && !a.json {
-        // Seed 000's layout: one table per executor/scope.
-        let opts = RenderOptions {
-            spread: true,
-            n: true,
-            ..RenderOptions::default()
-        };
-        for (_, t) in compare::split_by_prefix(&table) {
-            if a.markdown {
-                print!("{}", t.render_markdown(&RenderOptions::default()));
-            } else {
-                print!("{}", t.render_text(&opts));
+    let tables = pair_tables(&sides, &records, &cfg)?;
+    if let Some(path) = &a.plot {
+        let mut metrics: Vec<String> = Vec::new();
+        for (_, t) in &tables {
+            for r in t.compared() {
+                if !metrics.contains(&r.metric) {
+                    metrics.push(r.metric.clone());
+                }
             }
-            println!();
         }
-        return Ok(());
+        let labels: Vec<String> = sides
+            .iter()
+            .map(|s| format!("{}: {}", s.label, display_argv(s)))
+            .collect();
+        let svg =
+            cmwq_lab::plot::strip_plot("cmwq compare: every run", &labels, &records, &metrics);
+        std::fs::write(path, svg).map_err(|e| format!("--plot {}: {e}", path.display()))?;
     }
+    let shard_rows = (a.preset.as_deref() == Some("shard")).then(|| {
+        let sizes = presets::parse_shard_sizes(&a.shard_sizes).unwrap_or_default();
+        let verdict = |k: usize, m: &str| {
+            tables
+                .iter()
+                .find(|(j, _)| *j == k)
+                .and_then(|(_, t)| t.compared().find(|r| r.metric == m))
+                .map(|r| r.stats.verdict)
+        };
+        presets::shard_rows(&records, &sizes, &verdict)
+    });
+    let fio: Vec<(String, cmwq_lab::latency::Clat)> = if a.preset.as_deref() == Some("priority") {
+        (0..sides.len())
+            .filter_map(|k| presets::fio_clat(&records, k).map(|c| (sides[k].label.clone(), c)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if a.json {
         let doc = serde_json::json!({
             "schema": "cmwq-compare/1",
+            "preset": a.preset,
             "a": sides[0],
             "b": sides[1],
+            "sides": sides,
             "runs": records,
-            "table": table,
+            "table": tables.first().map(|(_, t)| t),
+            "tables": tables.iter().map(|(k, t)| serde_json::json!({
+                "baseline": sides[0].label,
+                "experiment": sides[*k].label,
+                "table": t,
+            })).collect::<Vec<_>>(),
+            "shard": shard_rows,
+            "fio": fio.iter().map(|(l, c)| (l.clone(), c)).collect::<std::collections::BTreeMap<_, _>>(),
         });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
-    } else if a.markdown {
-        print!("{}", table.render_markdown(&RenderOptions::default()));
+        return Ok(());
+    }
+    let opts = if a.markdown {
+        RenderOptions::default()
     } else {
-        let opts = RenderOptions {
+        RenderOptions {
             spread: true,
             n: true,
             ..RenderOptions::default()
-        };
-        print!("{}", table.render_text(&opts));
+        }
+    };
+    let render = |t: &AbTable| {
+        if a.markdown {
+            t.render_markdown(&opts)
+        } else {
+            t.render_text(&opts)
+        }
+    };
+    if let Some(rows) = &shard_rows {
+        println!("{}", presets::render_shard(rows, a.markdown));
+    }
+    if !fio.is_empty() {
+        println!("clat of each side (median of its runs' statistics):");
+        for (label, c) in &fio {
+            println!("{label}:");
+            for l in c.fio_lines() {
+                println!("  {l}");
+            }
+        }
+        println!();
+    }
+    for (_, t) in &tables {
+        if a.preset.as_deref() == Some("wake") {
+            // Seed 000's layout: one table per executor/scope.
+            for (_, part) in compare::split_by_prefix(t) {
+                print!("{}", render(&part));
+                println!();
+            }
+        } else {
+            print!("{}", render(t));
+            if a.preset.is_some() {
+                println!();
+            }
+        }
     }
     Ok(())
+}
+
+/// The side's command line as a reader would type it (this binary shown as `cmwq`).
+fn display_argv(s: &Side) -> String {
+    let mut v = s.argv.clone();
+    if let Some(first) = v.first_mut()
+        && std::env::current_exe().is_ok_and(|e| e.to_string_lossy() == *first)
+    {
+        *first = "cmwq".into();
+    }
+    v.join(" ")
+}
+
+/// One table per side `k >= 1` against side 0. With two sides an error (too
+/// few successful runs) is the command's error; with more, a side that
+/// cannot be compared is reported and the others go on.
+fn pair_tables(
+    sides: &[Side],
+    records: &[RunRecord],
+    cfg: &CompareConfig,
+) -> Result<Vec<(usize, AbTable)>, String> {
+    let mut out = Vec::new();
+    for k in 1..sides.len() {
+        let title = if sides.len() == 2 {
+            format!(
+                "A: {}\nB: {}",
+                sides[0].argv.join(" "),
+                sides[1].argv.join(" ")
+            )
+        } else {
+            format!(
+                "{} vs {}\nA: {}\nB: {}",
+                sides[0].label,
+                sides[k].label,
+                display_argv(&sides[0]),
+                display_argv(&sides[k])
+            )
+        };
+        match compare::table_pair(records, 0, k, cfg.clone(), &title) {
+            Ok(t) => out.push((k, t)),
+            Err(e) if sides.len() == 2 => return Err(e),
+            Err(e) => eprintln!(
+                "cmwq compare: no table for {} vs {}: {e}",
+                sides[0].label, sides[k].label
+            ),
+        }
+    }
+    if out.is_empty() {
+        return Err("no side could be compared with the baseline".into());
+    }
+    Ok(out)
 }

@@ -4,7 +4,9 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod compare;
+mod latency;
 mod percpu;
+mod presets;
 mod topology;
 
 /// The cmwq command line.
@@ -27,6 +29,8 @@ enum Cmd {
     Compare(compare::CompareArgs),
     /// Per-CPU state with QPW (seed 003): fast-path cost and isolation of a pinned loop, Local vs Qpw.
     Percpu(percpu::PercpuArgs),
+    /// Latency under load: small work items queued while CPU hogs load every CPU (fio's clat lines, seed 004).
+    Latency(latency::LatencyArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
 }
@@ -37,6 +41,7 @@ fn main() {
         Cmd::Bench(a) => bench::run(a),
         Cmd::Compare(a) => compare::run(a),
         Cmd::Percpu(a) => percpu::run(a),
+        Cmd::Latency(a) => latency::run(a),
         Cmd::Topology(a) => topology::run(a),
     };
     if let Err(e) = res {

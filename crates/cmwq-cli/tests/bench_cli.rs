@@ -134,6 +134,16 @@ fn bad_arguments_are_named() {
             "'llc'",
         ),
         (&["bench", "--vs", "rayon,smol"][..], "'smol'"),
+        (
+            &[
+                "bench",
+                "--cache-shard-size",
+                "0",
+                "--scopes",
+                "cache_shard",
+            ][..],
+            "--cache-shard-size 0",
+        ),
     ] {
         let out = cmwq(args);
         assert!(!out.status.success(), "{args:?} succeeded");

@@ -8,7 +8,13 @@
 //! number the command reports: a `cmwq bench --json` document (its summary rows,
 //! per executor and scope) or any JSON object with a `"metrics": {name: number}`
 //! map. A run that fails or prints no JSON is reported and left out, never
-//! averaged in. Hardware counters are not read yet; their rows say so.
+//! averaged in. Hardware counters (cycles, instructions, IPC, L1i misses,
+//! frontend bound) come from [`crate::perf`] where the machine has them; where
+//! it has not, their rows say "not supported" and why.
+//!
+//! More than two sides: side 0 is the baseline and every other side is
+//! compared against it ([`table_pair`]), as a preset that sweeps a parameter
+//! (shard sizes, priorities) needs; the runs still interleave, `0 1 2 0 1 2 ...`.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -50,12 +56,16 @@ pub const PROCESS_METRICS: [&str; 6] = [
     "max RSS KiB",
 ];
 
-/// Hardware counter rows the report carries as "not supported" until they are read.
-pub const COUNTER_METRICS: [&str; 4] = ["cycles", "instructions", "IPC", "L1i misses"];
+/// Hardware counter rows: measured where `perf_event_open` works, "not
+/// supported" rows otherwise.
+pub const COUNTER_METRICS: [&str; 6] = crate::perf::COUNTER_METRICS;
 
 /// Runs `argv` once; returns its metrics (process ones plus those in its JSON).
 pub fn run_once(argv: &[String]) -> Result<BTreeMap<String, f64>, String> {
     let (prog, args) = argv.split_first().ok_or("empty command")?;
+    // Counters must be opened by the thread that spawns, right before it spawns
+    // (see `perf`): the child inherits them, enabled at its exec.
+    let counters = crate::perf::Counters::open_for_next_exec();
     let t0 = Instant::now();
     let mut child = Command::new(prog)
         .args(args)
@@ -85,6 +95,7 @@ pub fn run_once(argv: &[String]) -> Result<BTreeMap<String, f64>, String> {
     m.insert("voluntary ctxsw".to_string(), ru.ru_nvcsw as f64);
     m.insert("involuntary ctxsw".to_string(), ru.ru_nivcsw as f64);
     m.insert("max RSS KiB".to_string(), ru.ru_maxrss as f64);
+    m.extend(crate::perf::derive(&counters.read()));
     m.extend(extract_metrics(&out));
     Ok(m)
 }
@@ -157,6 +168,12 @@ pub fn direction_of(name: &str) -> Direction {
         || n.contains("vcsw")
         || n.contains("latency")
         || n.contains("cycles")
+        || n.starts_with("clat")
+        || n == "cycles"
+        || n == "instructions"
+        || n.contains("misses")
+        || n.contains("bound %")
+        || n == "missed"
     {
         Direction::LowerIsBetter
     } else {
@@ -164,40 +181,93 @@ pub fn direction_of(name: &str) -> Direction {
     }
 }
 
-/// Builds the A/B table from the successful runs of each side: a row per metric
-/// present in every successful run of both sides, process metrics first.
+/// Builds the A/B table from the successful runs of sides 0 (A) and 1 (B):
+/// see [`table_pair`].
 pub fn table(records: &[RunRecord], cfg: CompareConfig, title: &str) -> Result<AbTable, String> {
+    table_pair(records, 0, 1, cfg, title)
+}
+
+/// Builds the table of side `b` against baseline side `a` from their
+/// successful runs: a row per metric present in every successful run of both
+/// sides, process metrics first, then counter rows (measured, or "not
+/// supported" with the reason, given once for a run of rows that share it),
+/// then the command's own metrics.
+pub fn table_pair(
+    records: &[RunRecord],
+    a: usize,
+    b: usize,
+    cfg: CompareConfig,
+    title: &str,
+) -> Result<AbTable, String> {
     let side = |s: usize| {
         records
             .iter()
             .filter(move |r| r.side == s && r.error.is_none())
     };
-    let (na, nb) = (side(0).count(), side(1).count());
+    let (na, nb) = (side(a).count(), side(b).count());
+    let label = side_label;
     if na < 2 || nb < 2 {
         return Err(format!(
-            "too few successful runs to compare (A: {na}, B: {nb}; need 2 a side)"
+            "too few successful runs to compare ({}: {na}, {}: {nb}; need 2 a side)",
+            label(a),
+            label(b)
         ));
     }
     let mut names: Vec<String> = PROCESS_METRICS.iter().map(|s| s.to_string()).collect();
-    let mut rest: Vec<String> = side(0)
+    names.extend(COUNTER_METRICS.iter().map(|s| s.to_string()));
+    let mut rest: Vec<String> = side(a)
         .next()
         .map(|r| r.metrics.keys().cloned().collect())
         .unwrap_or_default();
     rest.retain(|k| !names.contains(k));
+    rest.sort_by_key(|n| match clat_rank(n) {
+        Some(r) => (0, r, String::new()),
+        None => (1, 0, n.clone()),
+    });
     names.extend(rest);
     let mut t = AbTable::new(cfg).with_title(title);
+    let mut last_reason: Option<String> = None;
     for name in names {
-        let a: Option<Vec<f64>> = side(0).map(|r| r.metrics.get(&name).copied()).collect();
-        let b: Option<Vec<f64>> = side(1).map(|r| r.metrics.get(&name).copied()).collect();
-        if let (Some(a), Some(b)) = (a, b) {
-            t.push(Metric::new(name.clone(), direction_of(&name)), &a, &b)
+        let va: Option<Vec<f64>> = side(a).map(|r| r.metrics.get(&name).copied()).collect();
+        let vb: Option<Vec<f64>> = side(b).map(|r| r.metrics.get(&name).copied()).collect();
+        if let (Some(va), Some(vb)) = (va, vb) {
+            t.push(Metric::new(name.clone(), direction_of(&name)), &va, &vb)
                 .map_err(|e| format!("{name}: {e}"))?;
+            last_reason = None;
+        } else if COUNTER_METRICS.contains(&name.as_str()) {
+            let why = crate::perf::unsupported_reasons()
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| "not counted in every run".to_string());
+            let shown = if last_reason.as_deref() == Some(why.as_str()) {
+                "same reason".to_string()
+            } else {
+                why.clone()
+            };
+            t.push_not_supported(name, shown);
+            last_reason = Some(why);
         }
     }
-    for c in COUNTER_METRICS {
-        t.push_not_supported(c, "hardware counters are not read by cmwq compare yet");
-    }
     Ok(t)
+}
+
+/// fio's order of clat statistics (`clat min us` first, `clat p99.9 us`
+/// last); `None` for other metrics.
+fn clat_rank(name: &str) -> Option<usize> {
+    let stat = name.strip_prefix("clat ")?.split(' ').next()?;
+    ["min", "avg", "max", "stdev", "p50", "p90", "p99", "p99.9"]
+        .iter()
+        .position(|s| *s == stat)
+}
+
+/// `A`, `B` for two sides; `side N` past them (labels live in the caller's
+/// [`Side`]s, records carry only the index).
+fn side_label(s: usize) -> String {
+    match s {
+        0 => "A".into(),
+        1 => "B".into(),
+        n => format!("side {n}"),
+    }
 }
 
 /// Splits a table into one per `<executor>/<scope>` prefix of its metric names
@@ -265,6 +335,10 @@ mod tests {
         );
         assert_eq!(direction_of("wall s"), Direction::LowerIsBetter);
         assert_eq!(direction_of("widgets"), Direction::Neutral);
+        assert_eq!(direction_of("IPC"), Direction::HigherIsBetter);
+        assert_eq!(direction_of("L1i misses kernel"), Direction::LowerIsBetter);
+        assert_eq!(direction_of("frontend bound %"), Direction::LowerIsBetter);
+        assert_eq!(direction_of("clat p99 us"), Direction::LowerIsBetter);
     }
 
     fn rec(side: usize, x: f64, err: bool) -> RunRecord {
@@ -302,6 +376,52 @@ mod tests {
         let x = t.compared().find(|r| r.metric == "x").unwrap();
         assert_eq!(x.stats.baseline.median, 10.0);
         assert_eq!(x.stats.delta_pct, Some(100.0));
+    }
+
+    #[test]
+    fn counter_rows_are_measured_or_say_why_once() {
+        let mut recs: Vec<RunRecord> = (0..4).map(|i| rec(i % 2, 1.0, false)).collect();
+        let t = table(&recs, CompareConfig::default(), "t").unwrap();
+        let missing: Vec<(&str, &str)> = t
+            .rows
+            .iter()
+            .filter_map(|r| match r {
+                crate::abtable::TableRow::NotSupported { metric, reason } => {
+                    Some((metric.as_str(), reason.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        let names: Vec<&str> = missing.iter().map(|(m, _)| *m).collect();
+        assert_eq!(names, COUNTER_METRICS);
+        // cycles' reason is given in full; IPC fails for the same reason as
+        // instructions just above it, and says so instead of repeating it.
+        assert_ne!(missing[0].1, "same reason");
+        assert_eq!(missing[2].1, "same reason");
+        // Counted in every run: a compared row, with IPC higher-is-better.
+        for (i, r) in recs.iter_mut().enumerate() {
+            r.metrics.insert("IPC".into(), 1.0 + (i % 2) as f64);
+        }
+        let t = table(&recs, CompareConfig::default(), "t").unwrap();
+        let ipc = t.compared().find(|r| r.metric == "IPC").unwrap();
+        // Command metrics: fio's clat order first, then by name.
+        for r in recs.iter_mut() {
+            for m in ["clat p50 us", "clat max us", "clat min us", "items"] {
+                r.metrics.insert(m.into(), 1.0);
+            }
+        }
+        let t2 = table(&recs, CompareConfig::default(), "t").unwrap();
+        let order: Vec<&str> = t2
+            .compared()
+            .map(|r| r.metric.as_str())
+            .filter(|m| m.starts_with("clat") || *m == "items" || *m == "x")
+            .collect();
+        assert_eq!(
+            order,
+            ["clat min us", "clat max us", "clat p50 us", "items", "x"]
+        );
+        assert_eq!(ipc.stats.delta_pct, Some(100.0));
+        assert_eq!(ipc.stats.direction, Direction::HigherIsBetter);
     }
 
     #[test]

@@ -7,5 +7,8 @@
 pub mod abtable;
 pub mod bench;
 pub mod compare;
+pub mod latency;
 pub mod percpu;
+pub mod perf;
+pub mod plot;
 pub mod stats;

@@ -34,6 +34,18 @@ impl ExecutorFactory for CmwqFactory {
     }
 
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
+        let (wq, virt) = build_wq(ctx)?;
+        Ok(Box::new(CmwqExec {
+            wq,
+            virt,
+            producers: ctx.producers,
+        }))
+    }
+}
+
+/// The run's `bench_wq`, and the online CPUs of the synthetic topology if any.
+fn build_wq(ctx: &BuildCtx<'_>) -> Result<(cmwq::Workqueue, Option<Vec<usize>>), String> {
+    {
         let scope = ctx.scope.ok_or("cmwq: a run needs an affinity scope")?;
         let mut b = cmwq::Workqueue::builder("bench_wq")
             .unbound()
@@ -44,6 +56,9 @@ impl ExecutorFactory for CmwqFactory {
             } else {
                 cmwq::WakeMode::Deferred
             });
+        if let Some(n) = ctx.cache_shard_size {
+            b = b.cache_shard_size(n);
+        }
         // With a synthetic topology, producer i queues for a CPU of the synthetic
         // machine (spread evenly over it) with `queue_on`, as the kernel's
         // producers queue from their own CPUs; the pods' workers run folded onto
@@ -58,11 +73,7 @@ impl ExecutorFactory for CmwqFactory {
         let wq = b
             .build()
             .map_err(|e| format!("cmwq: building bench_wq ({scope}): {e}"))?;
-        Ok(Box::new(CmwqExec {
-            wq,
-            virt,
-            producers: ctx.producers,
-        }))
+        Ok((wq, virt))
     }
 }
 
@@ -128,5 +139,45 @@ impl Producer for CmwqProducer<'_> {
             queued,
             "cmwq: work of slot {slot} still pending when re-queued"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmwq::topology::Scope;
+
+    #[test]
+    fn cache_shard_size_cuts_the_synthetic_llc_into_pools() {
+        let cpus = [0usize];
+        let ctx = |scope, shard| BuildCtx {
+            workers: 1,
+            scope: Some(scope),
+            synthetic: Some("l3:1 core:32 pu:1"),
+            producers: 1,
+            strict: false,
+            wake_under_lock: false,
+            cache_shard_size: shard,
+            cpus: &cpus,
+        };
+        // Distinct pools serving the 32 synthetic CPUs (the default pwq aside).
+        let pools = |scope, shard| {
+            let (per_cpu, _) = build_wq(&ctx(scope, shard)).unwrap().0.cpu_pools();
+            let mut ids: Vec<u32> = per_cpu.into_iter().flatten().collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.len()
+        };
+        // The synthetic CPUs fold onto the real ones (CPU i on online CPU
+        // i mod n), and pools are shared by their real CPU sets, as the kernel
+        // shares unbound pools by attrs: a shard becomes a pool of its own only
+        // when its real CPUs differ from the other shards'. One core per shard
+        // spreads over every real CPU; one shard of all 32 is the LLC.
+        assert_eq!(pools(Scope::Cache, None), 1);
+        assert_eq!(pools(Scope::CacheShard, Some(32)), 1);
+        let real = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if real >= 2 {
+            assert!(pools(Scope::CacheShard, Some(1)) >= 2);
+        }
     }
 }

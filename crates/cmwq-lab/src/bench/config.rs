@@ -40,6 +40,10 @@ pub struct BenchConfig {
     pub strict: bool,
     /// cmwq: wake the picked worker while holding the pool lock (`--wake under-lock`).
     pub wake_under_lock: bool,
+    /// cmwq: cores per pod of the `cache_shard` scope (`--cache-shard-size`;
+    /// `None`: the library's default, 8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_shard_size: Option<usize>,
     /// A run in which no item completes for this long fails instead of hanging
     /// (default [`STALL_TIMEOUT`](super::runner::STALL_TIMEOUT); not in the JSON).
     #[serde(skip)]
@@ -61,6 +65,7 @@ impl BenchConfig {
             synthetic: None,
             strict: false,
             wake_under_lock: false,
+            cache_shard_size: None,
             stall_timeout: super::runner::STALL_TIMEOUT,
         }
     }
@@ -93,6 +98,9 @@ impl BenchConfig {
         }
         if self.workers == 0 {
             return Err("--workers 0: every executor needs at least one worker".into());
+        }
+        if self.cache_shard_size == Some(0) {
+            return Err("--cache-shard-size 0: a shard needs at least one core".into());
         }
         if self.scopes.is_empty() {
             return Err("--scopes: no scope selected".into());
@@ -170,6 +178,7 @@ mod tests {
         bad(|c| c.batch = 0, "--batch 0");
         bad(|c| c.rounds = 0, "--rounds 0");
         bad(|c| c.workers = 0, "--workers 0");
+        bad(|c| c.cache_shard_size = Some(0), "--cache-shard-size 0");
         bad(
             |c| {
                 c.items = 10;

@@ -10,15 +10,12 @@
 use std::fmt::Write as _;
 
 use super::runner::Report;
+use crate::plot::{PALETTE, esc, nice_max};
 
 const W: f64 = 960.0;
 const PANEL_H: f64 = 340.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 180.0;
-const PALETTE: [&str; 10] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf",
-];
 
 /// Top of the tail axis, where the maximum sample is drawn (p99.99 is at 4).
 const TAIL_MAX: f64 = 4.5;
@@ -40,26 +37,6 @@ fn row_label(r: &super::summary::RowSummary) -> String {
     } else {
         format!("{}/{}", r.executor, r.scope)
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// A "nice" axis maximum at or above `v`.
-fn nice_max(v: f64) -> f64 {
-    if v <= 0.0 {
-        return 1.0;
-    }
-    let mag = 10f64.powf(v.log10().floor());
-    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
-        if m * mag >= v {
-            return m * mag;
-        }
-    }
-    10.0 * mag
 }
 
 /// Render the report as an SVG document.

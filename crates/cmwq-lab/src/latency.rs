@@ -1,0 +1,452 @@
+//! Latency under load: a stream of small work items while CPU hogs keep every
+//! CPU busy, the experiment of seed 004 (`WQ_SCHED_FIFO`: fio's dm-verity reads,
+//! whose post-processing runs on a workqueue, beside 8 `cpuio` jobs at 90%).
+//!
+//! # What runs
+//!
+//! - **Hogs**: `hogs` threads, hog `i` pinned to allowed CPU `i mod n`, each
+//!   alternating `duty × period` of spinning and `(1 - duty) × period` of
+//!   sleep (fio's `cpuload=90`), at the default priority, until the stream ends.
+//! - **Stream**: the calling thread queues one work item every `interval` on a
+//!   bound workqueue (`latency_wq`, per-CPU pools like `system_highpri_wq`) of
+//!   the chosen [`Priority`] (`cmwq::Priority`: nice 0, nice -20, SCHED_FIFO
+//!   at RT priority 1; a priority this process may not take is an error, or
+//!   with `fallback` the best allowed one, reported), on an absolute schedule (a late tick does not
+//!   shift the later ones), for `duration`. Items come from a ring of
+//!   [`SLOTS`] work items, each created once and re-queued; a slot whose last
+//!   item has not finished yet when its turn comes is counted as `missed`
+//!   rather than queued, so a stalled worker shows up instead of hiding.
+//! - **clat**: per item, from just before `queue` to the first instruction of
+//!   its callback (queue → start: the scheduling delay of the worker, which is
+//!   what the pool's priority changes). The callback then spins for `work`
+//!   (the item's own small job) and frees its slot.
+//!
+//! Statistics are over every item of the run, in microseconds, as fio prints
+//! them: min, max, avg, stdev, and percentiles p50, p90, p99, p99.9 (the value
+//! at index `n × q` of the sorted samples).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Work items in the stream's ring.
+pub const SLOTS: usize = 64;
+
+/// Priority of the stream's workqueue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Default pools (nice 0), like a plain `alloc_workqueue`.
+    Normal,
+    /// `WQ_HIGHPRI` pools (nice -20).
+    High,
+    /// SCHED_FIFO pools (the seed's `WQ_SCHED_FIFO`, least important RT priority).
+    Fifo,
+}
+
+impl std::str::FromStr for Priority {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Priority, String> {
+        match s {
+            "normal" => Ok(Priority::Normal),
+            "high" | "highpri" => Ok(Priority::High),
+            "fifo" => Ok(Priority::Fifo),
+            _ => Err(format!("--priority '{s}': expected normal, high or fifo")),
+        }
+    }
+}
+
+/// Parameters of one latency run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LatencyConfig {
+    /// Priority of the stream's workqueue.
+    pub priority: Priority,
+    /// CPU hog threads (default: one per allowed CPU).
+    pub hogs: usize,
+    /// Share of each hog period spent spinning, in (0, 1].
+    pub duty: f64,
+    /// Length of a hog's spin + sleep cycle.
+    #[serde(serialize_with = "micros")]
+    pub hog_period: Duration,
+    /// Time between two queued items.
+    #[serde(serialize_with = "micros")]
+    pub interval: Duration,
+    /// How long the stream runs.
+    #[serde(serialize_with = "micros")]
+    pub duration: Duration,
+    /// CPU time each item spends in its callback.
+    #[serde(serialize_with = "micros")]
+    pub work: Duration,
+    /// Run at the best priority allowed when `priority` is not
+    /// (`WorkqueueBuilder::priority_fallback`) instead of failing.
+    pub fallback: bool,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e6)
+}
+
+impl LatencyConfig {
+    /// Rejects values the run cannot honour; the message names the option.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.duty > 0.0 && self.duty <= 1.0) {
+            return Err(format!(
+                "--duty {}: must be in (0, 1], e.g. 0.9 for 90%",
+                self.duty
+            ));
+        }
+        if self.interval.is_zero() {
+            return Err("--interval-us 0: need a pause between items".into());
+        }
+        if self.duration < self.interval {
+            return Err(format!(
+                "--duration-ms {}: shorter than one interval ({} us)",
+                self.duration.as_millis(),
+                self.interval.as_micros()
+            ));
+        }
+        if self.hog_period.is_zero() {
+            return Err("--hog-period-ms 0: a hog cycle needs a length".into());
+        }
+        Ok(())
+    }
+}
+
+/// fio-style completion-latency statistics, in microseconds.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Clat {
+    /// Items measured.
+    pub n: usize,
+    /// Smallest latency.
+    pub min: f64,
+    /// Largest latency.
+    pub max: f64,
+    /// Mean.
+    pub avg: f64,
+    /// Sample standard deviation (n - 1); 0 for one sample.
+    pub stdev: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p99_9: f64,
+}
+
+/// The value at index `n × permille / 1000` of sorted samples (clamped).
+pub fn quantile_permille(sorted: &[u64], permille: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[(sorted.len() * permille / 1000).min(sorted.len() - 1)]
+}
+
+impl Clat {
+    /// Statistics of latencies in nanoseconds (any order), reported in µs.
+    pub fn from_ns(samples: &[u64]) -> Clat {
+        if samples.is_empty() {
+            return Clat::default();
+        }
+        let mut s = samples.to_vec();
+        s.sort_unstable();
+        let n = s.len();
+        let us = |ns: u64| ns as f64 / 1e3;
+        let mean = s.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+        let var = if n > 1 {
+            s.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
+        Clat {
+            n,
+            min: us(s[0]),
+            max: us(s[n - 1]),
+            avg: mean / 1e3,
+            stdev: var.sqrt() / 1e3,
+            p50: us(quantile_permille(&s, 500)),
+            p90: us(quantile_permille(&s, 900)),
+            p99: us(quantile_permille(&s, 990)),
+            p99_9: us(quantile_permille(&s, 999)),
+        }
+    }
+
+    /// The metrics a `cmwq compare` run reads: `clat min us` ... `clat p99.9 us`.
+    pub fn metrics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("clat min us", self.min),
+            ("clat avg us", self.avg),
+            ("clat max us", self.max),
+            ("clat stdev us", self.stdev),
+            ("clat p50 us", self.p50),
+            ("clat p90 us", self.p90),
+            ("clat p99 us", self.p99),
+            ("clat p99.9 us", self.p99_9),
+        ]
+    }
+
+    /// fio's two lines: `clat (usec): min=.., max=.., avg=.., stdev=..` and the
+    /// percentiles.
+    pub fn fio_lines(&self) -> [String; 2] {
+        [
+            format!(
+                "clat (usec): min={:.0}, max={:.0}, avg={:.2}, stdev={:.2}",
+                self.min, self.max, self.avg, self.stdev
+            ),
+            format!(
+                "clat percentiles (usec): 50.00th=[{:.0}], 90.00th=[{:.0}], 99.00th=[{:.0}], 99.90th=[{:.0}]",
+                self.p50, self.p90, self.p99, self.p99_9
+            ),
+        ]
+    }
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LatencyReport {
+    /// The run's parameters.
+    pub config: LatencyConfig,
+    /// Queue → start latency of every item run.
+    pub clat: Clat,
+    /// Items queued.
+    pub queued: u64,
+    /// Ticks skipped because the slot's previous item had not finished.
+    pub missed: u64,
+    /// The priority the workers run at, as the library reports it
+    /// (`nice 0`, `nice -20`, `fifo 1`).
+    pub workers_at: String,
+    /// Set when the priority asked for was not allowed and the library fell
+    /// back to a lower one (only with `fallback`).
+    pub priority_note: Option<String>,
+}
+
+/// One slot of the ring: its work item, when it was queued, whether it is
+/// in flight.
+struct Slot {
+    queued_at_ns: AtomicU64,
+    busy: AtomicBool,
+}
+
+/// Spins until `until`.
+fn spin_until(until: Instant) {
+    let mut x = 0u64;
+    while Instant::now() < until {
+        for _ in 0..64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+}
+
+/// The stream's workqueue with `p`'s priority; with `fallback`, the best
+/// priority allowed instead of an error. Returns the priority the workers got
+/// (`nice -20`, `fifo 1`, ...) and the library's fallback note, if any.
+fn build_wq(
+    p: Priority,
+    fallback: bool,
+) -> Result<(cmwq::Workqueue, String, Option<String>), String> {
+    let prio = match p {
+        Priority::Normal => cmwq::Priority::Normal,
+        Priority::High => cmwq::Priority::High,
+        Priority::Fifo => cmwq::Priority::Fifo,
+    };
+    let wq = cmwq::Workqueue::builder("latency_wq")
+        .priority(prio)
+        .priority_fallback(fallback)
+        .build()
+        .map_err(|e| format!("building latency_wq at priority {p:?}: {e}"))?;
+    let st = wq.stats();
+    Ok((wq, st.priority, st.priority_fallback))
+}
+
+/// Runs the hogs and the stream; returns the statistics.
+pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
+    cfg.validate()?;
+    let (wq, workers_at, note) = build_wq(cfg.priority, cfg.fallback)?;
+    let cpus = crate::bench::sys::allowed_cpus();
+    let epoch = Instant::now();
+    let samples = Arc::new(Mutex::new(Vec::<u64>::with_capacity(
+        (cfg.duration.as_nanos() / cfg.interval.as_nanos().max(1)) as usize + 1,
+    )));
+    let slots: Arc<Vec<Slot>> = Arc::new(
+        (0..SLOTS)
+            .map(|_| Slot {
+                queued_at_ns: AtomicU64::new(0),
+                busy: AtomicBool::new(false),
+            })
+            .collect(),
+    );
+    let works: Vec<cmwq::Work> = (0..SLOTS)
+        .map(|i| {
+            let (slots, samples, work) = (slots.clone(), samples.clone(), cfg.work);
+            cmwq::Work::new(move || {
+                let start = epoch.elapsed().as_nanos() as u64;
+                let s = &slots[i];
+                let lat = start.saturating_sub(s.queued_at_ns.load(Ordering::Acquire));
+                samples.lock().unwrap_or_else(|e| e.into_inner()).push(lat);
+                if !work.is_zero() {
+                    spin_until(Instant::now() + work);
+                }
+                s.busy.store(false, Ordering::Release);
+            })
+        })
+        .collect();
+    let stop = AtomicBool::new(false);
+    let (queued, missed) = std::thread::scope(|sc| {
+        for h in 0..cfg.hogs {
+            let cpu = cpus.get(h % cpus.len().max(1)).copied();
+            let stop = &stop;
+            let (period, duty) = (cfg.hog_period, cfg.duty);
+            sc.spawn(move || {
+                if let Some(c) = cpu {
+                    let _ = crate::bench::sys::pin_current_thread(c);
+                }
+                let on = period.mul_f64(duty);
+                let off = period.saturating_sub(on);
+                while !stop.load(Ordering::Relaxed) {
+                    spin_until(Instant::now() + on);
+                    if !off.is_zero() {
+                        std::thread::sleep(off);
+                    }
+                }
+            });
+        }
+        // Let the hogs reach their duty cycle before the first item.
+        std::thread::sleep(cfg.hog_period * 2);
+        let (mut queued, mut missed) = (0u64, 0u64);
+        let t0 = Instant::now();
+        let mut next = t0;
+        let mut seq = 0usize;
+        while next - t0 < cfg.duration {
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            }
+            let i = seq % SLOTS;
+            let s = &slots[i];
+            if s.busy.load(Ordering::Acquire) {
+                missed += 1;
+            } else {
+                s.busy.store(true, Ordering::Relaxed);
+                s.queued_at_ns
+                    .store(epoch.elapsed().as_nanos() as u64, Ordering::Release);
+                if wq.queue(&works[i]) {
+                    queued += 1;
+                } else {
+                    // Unreachable while only this thread queues and `busy`
+                    // is cleared last in the callback; counted, not hidden.
+                    missed += 1;
+                }
+            }
+            seq += 1;
+            next += cfg.interval;
+        }
+        wq.flush();
+        stop.store(true, Ordering::Relaxed);
+        (queued, missed)
+    });
+    let samples = samples.lock().unwrap_or_else(|e| e.into_inner());
+    if samples.len() as u64 != queued {
+        return Err(format!(
+            "{} items ran for {queued} queued (lost or doubled items)",
+            samples.len()
+        ));
+    }
+    Ok(LatencyReport {
+        config: cfg.clone(),
+        clat: Clat::from_ns(&samples),
+        queued,
+        missed,
+        workers_at,
+        priority_note: note,
+    })
+}
+
+/// The `"metrics"` object `cmwq compare` reads: the clat rows, `items` and
+/// `missed`.
+pub fn metrics_json(r: &LatencyReport) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for (k, v) in r.clat.metrics() {
+        m.insert(k.into(), v.into());
+    }
+    m.insert("items".into(), r.queued.into());
+    m.insert("missed".into(), r.missed.into());
+    serde_json::Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clat_is_fio_shaped() {
+        // 1..=1000 µs: mean 500.5, sample stdev sqrt(1000·1001/12) = 288.8194...
+        let ns: Vec<u64> = (1..=1000u64).rev().map(|us| us * 1000).collect();
+        let c = Clat::from_ns(&ns);
+        assert_eq!(c.n, 1000);
+        assert_eq!((c.min, c.max), (1.0, 1000.0));
+        assert!((c.avg - 500.5).abs() < 1e-9);
+        assert!(
+            (c.stdev - 288.819_436_095_749_5).abs() < 1e-6,
+            "{}",
+            c.stdev
+        );
+        assert_eq!(
+            (c.p50, c.p90, c.p99, c.p99_9),
+            (501.0, 901.0, 991.0, 1000.0)
+        );
+        let [a, b] = c.fio_lines();
+        assert_eq!(a, "clat (usec): min=1, max=1000, avg=500.50, stdev=288.82");
+        assert!(b.contains("99.90th=[1000]"), "{b}");
+        let one = Clat::from_ns(&[1500]);
+        assert_eq!((one.min, one.p99_9, one.stdev), (1.5, 1.5, 0.0));
+        assert_eq!(Clat::from_ns(&[]).n, 0);
+    }
+
+    #[test]
+    fn bad_config_is_named() {
+        let ok = LatencyConfig {
+            priority: Priority::Normal,
+            hogs: 1,
+            duty: 0.9,
+            hog_period: Duration::from_millis(10),
+            interval: Duration::from_millis(1),
+            duration: Duration::from_millis(50),
+            work: Duration::ZERO,
+            fallback: false,
+        };
+        assert_eq!(ok.validate(), Ok(()));
+        let mut c = ok.clone();
+        c.duty = 1.5;
+        assert!(c.validate().unwrap_err().contains("--duty 1.5"));
+        let mut c = ok.clone();
+        c.interval = Duration::ZERO;
+        assert!(c.validate().unwrap_err().contains("--interval-us 0"));
+        let mut c = ok.clone();
+        c.duration = Duration::from_micros(10);
+        assert!(c.validate().unwrap_err().contains("--duration-ms"));
+        assert!("rt".parse::<Priority>().unwrap_err().contains("'rt'"));
+        assert_eq!("high".parse::<Priority>(), Ok(Priority::High));
+    }
+
+    #[test]
+    fn every_queued_item_is_measured_once() {
+        let cfg = LatencyConfig {
+            priority: Priority::High,
+            hogs: 1,
+            duty: 0.5,
+            hog_period: Duration::from_millis(2),
+            interval: Duration::from_micros(500),
+            duration: Duration::from_millis(40),
+            work: Duration::from_micros(5),
+            fallback: true,
+        };
+        let r = run(&cfg).unwrap();
+        assert_eq!(r.queued + r.missed, 80);
+        assert_eq!(r.clat.n as u64, r.queued);
+        assert!(r.clat.min <= r.clat.p50 && r.clat.p50 <= r.clat.max);
+        let m = metrics_json(&r);
+        assert_eq!(m["items"], r.queued);
+        assert!(m["clat p99.9 us"].as_f64().is_some());
+    }
+}
