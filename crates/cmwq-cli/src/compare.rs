@@ -16,8 +16,10 @@ use cmwq_lab::stats::CompareConfig;
 pub struct CompareArgs {
     /// A seed experiment: `wake` (seed 000: `bench --wake deferred` as A against
     /// `--wake under-lock` as B, one table per scope). `--a`/`--b` add arguments
-    /// to both sides of a preset.
-    #[arg(long, value_name = "NAME", value_parser = ["wake"], conflicts_with_all = ["a_cmd", "b_cmd"])]
+    /// to both sides of a preset. `icache` (seed 001: the unlock path out of line
+    /// as A against the `inline-unlock` build as B: code size, instructions, L1i
+    /// misses, throughput on a resident and a front-end-bound workload).
+    #[arg(long, value_name = "NAME", value_parser = ["wake", "icache"], conflicts_with_all = ["a_cmd", "b_cmd"])]
     pub preset: Option<String>,
     /// Side A as arguments of this `cmwq` binary, e.g. "bench --scopes cpu --wake under-lock"
     /// (split on whitespace; `--json` is added)
@@ -57,6 +59,9 @@ pub struct CompareArgs {
     /// Print the table as Markdown
     #[arg(long)]
     pub markdown: bool,
+    /// Options of `--preset icache`.
+    #[command(flatten)]
+    pub icache: crate::icache::IcacheArgs,
 }
 
 fn side(label: &str, args: &Option<String>, cmd: &Option<String>) -> Result<Side, String> {
@@ -96,6 +101,9 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             "--noise-floor {}: must be a percentage >= 0",
             a.noise_floor
         ));
+    }
+    if a.preset.as_deref() == Some("icache") {
+        return crate::icache::run_preset(&a);
     }
     let sides = match a.preset.as_deref() {
         Some("wake") => {

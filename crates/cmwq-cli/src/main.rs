@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod compare;
+mod icache;
 mod topology;
 
 /// The cmwq command line.
@@ -24,6 +25,8 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// A/B comparison of two configurations or two commands: interleaved runs, medians, Mann-Whitney and bootstrap verdicts.
     Compare(compare::CompareArgs),
+    /// Run one workload of the icache study (seed 001): `resident` or `frontend`.
+    IcacheWorkload(icache::WorkloadArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
 }
@@ -33,6 +36,7 @@ fn main() {
     let res = match cli.cmd {
         Cmd::Bench(a) => bench::run(a),
         Cmd::Compare(a) => compare::run(a),
+        Cmd::IcacheWorkload(a) => icache::run_workload(a),
         Cmd::Topology(a) => topology::run(a),
     };
     if let Err(e) = res {

@@ -7,4 +7,5 @@
 pub mod abtable;
 pub mod bench;
 pub mod compare;
+pub mod icache;
 pub mod stats;
