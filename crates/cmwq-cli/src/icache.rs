@@ -78,7 +78,9 @@ pub struct IcacheArgs {
     /// (preset icache) Items per native run of the front-end workload
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub frontend_items: u64,
-    /// (preset icache) Items per cachegrind run
+    /// (preset icache) Items per cachegrind run of the front-end workload; the
+    /// resident one runs 10 times as many (its items are cheap, and the
+    /// process start-up, counted too, must not dominate)
     #[arg(long, value_name = "N", default_value_t = 2_000)]
     pub cg_items: u64,
     /// (preset icache) Cachegrind runs per side and workload (0: none)
@@ -112,7 +114,10 @@ fn build_both(progress: &mut dyn FnMut(&str)) -> Result<(PathBuf, PathBuf), Stri
     let dest = target.join("icache");
     std::fs::create_dir_all(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
     let mut out = Vec::new();
-    for (features, name) in [(None, "cmwq-outofline"), (Some("inline-unlock"), "cmwq-inline")] {
+    for (features, name) in [
+        (None, "cmwq-outofline"),
+        (Some("inline-unlock"), "cmwq-inline"),
+    ] {
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         cmd.current_dir(&root)
             .args(["build", "--release", "-p", "cmwq-cli"])
@@ -122,7 +127,9 @@ fn build_both(progress: &mut dyn FnMut(&str)) -> Result<(PathBuf, PathBuf), Stri
         }
         progress(&format!(
             "building {name}: cargo build --release -p cmwq-cli{}",
-            features.map(|f| format!(" --features {f}")).unwrap_or_default()
+            features
+                .map(|f| format!(" --features {f}"))
+                .unwrap_or_default()
         ));
         let st = cmd
             .status()
@@ -175,7 +182,8 @@ pub fn run_preset(a: &CompareArgs) -> Result<(), String> {
         warmup: a.warmup,
         resident_items: ic.items,
         frontend_items: ic.frontend_items,
-        cg_items: ic.cg_items,
+        cg_resident_items: ic.cg_items.saturating_mul(10),
+        cg_frontend_items: ic.cg_items,
         cg_runs: ic.cg_runs,
         batch: ic.batch,
         geometry: Geometry::default(),

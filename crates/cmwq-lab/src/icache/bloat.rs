@@ -159,7 +159,12 @@ fn pct(a: u64, b: u64) -> f64 {
 
 /// Compares the functions of an old (A) and a new (B) build.
 pub fn diff(old: &ElfSizes, new: &ElfSizes) -> SizeDiff {
-    diff_maps(&old.by_name(), &new.by_name(), old.text_bytes, new.text_bytes)
+    diff_maps(
+        &old.by_name(),
+        &new.by_name(),
+        old.text_bytes,
+        new.text_bytes,
+    )
 }
 
 /// Compares two name → size maps (the core of [`diff`]).
@@ -272,7 +277,10 @@ mod tests {
             "{text}"
         );
         let short = d.render(2);
-        assert!(short.contains("(3 more changed functions not shown)"), "{short}");
+        assert!(
+            short.contains("(3 more changed functions not shown)"),
+            "{short}"
+        );
     }
 
     #[test]
@@ -281,6 +289,9 @@ mod tests {
         let d = diff_maps(&m, &m, 3, 3);
         assert!(d.changes.is_empty());
         assert_eq!(d.net(), 0);
-        assert!(d.render(5).starts_with("add/remove: 0/0 grow/shrink: 0/0 up/down: 0/0 (0)"));
+        assert!(
+            d.render(5)
+                .starts_with("add/remove: 0/0 grow/shrink: 0/0 up/down: 0/0 (0)")
+        );
     }
 }

@@ -168,7 +168,11 @@ pub fn unavailable() -> Option<String> {
 
 /// Runs `argv` under cachegrind with `geometry`, writing the profile to
 /// `out_file`; returns the parsed profile and the program's stdout.
-pub fn run(argv: &[String], geometry: &Geometry, out_file: &Path) -> Result<(Profile, String), String> {
+pub fn run(
+    argv: &[String],
+    geometry: &Geometry,
+    out_file: &Path,
+) -> Result<(Profile, String), String> {
     let (prog, args) = argv.split_first().ok_or("empty command")?;
     let out = Command::new("valgrind")
         .arg("--tool=cachegrind")
@@ -190,10 +194,13 @@ pub fn run(argv: &[String], geometry: &Geometry, out_file: &Path) -> Result<(Pro
             tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
         ));
     }
-    let text = std::fs::read_to_string(out_file)
-        .map_err(|e| format!("{}: {e}", out_file.display()))?;
+    let text =
+        std::fs::read_to_string(out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
     let _ = std::fs::remove_file(out_file);
-    Ok((parse(&text)?, String::from_utf8_lossy(&out.stdout).into_owned()))
+    Ok((
+        parse(&text)?,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    ))
 }
 
 #[cfg(test)]
@@ -241,11 +248,18 @@ summary: 129339 1091 1072 29700 1225 1017 10265 341 311
 
     #[test]
     fn cut_short_or_garbled_output_is_an_error() {
-        let cut = REAL.replace("summary: 129339 1091 1072 29700 1225 1017 10265 341 311\n", "");
+        let cut = REAL.replace(
+            "summary: 129339 1091 1072 29700 1225 1017 10265 341 311\n",
+            "",
+        );
         assert!(parse(&cut).unwrap_err().contains("summary"));
         assert!(parse("summary: 1 2\n").unwrap_err().contains("events"));
         let short = REAL.replace("341 311\n", "\n");
-        assert!(parse(&short).unwrap_err().contains("7 numbers for 9 events"));
+        assert!(
+            parse(&short)
+                .unwrap_err()
+                .contains("7 numbers for 9 events")
+        );
         let bad = REAL.replace("13 5 0 0 1", "13 5 x 0 1");
         assert!(parse(&bad).unwrap_err().contains("bad count"));
     }

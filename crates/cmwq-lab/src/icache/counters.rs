@@ -137,11 +137,12 @@ mod tests {
             <not supported>,,L1-icache-load-misses,0,100.00,,\n";
         let e = parse_csv(text, Domain::User).unwrap_err();
         assert_eq!(e, "perf stat: cycles: <not supported>");
-        assert!(parse_csv("# nothing\n", Domain::User).unwrap_err().contains("0 counter lines"));
-        let args = perf_args(Domain::Kernel, Path::new("/tmp/x.csv"));
-        assert_eq!(
-            args[6],
-            "cycles:k,instructions:k,L1-icache-load-misses:k"
+        assert!(
+            parse_csv("# nothing\n", Domain::User)
+                .unwrap_err()
+                .contains("0 counter lines")
         );
+        let args = perf_args(Domain::Kernel, Path::new("/tmp/x.csv"));
+        assert_eq!(args[6], "cycles:k,instructions:k,L1-icache-load-misses:k");
     }
 }

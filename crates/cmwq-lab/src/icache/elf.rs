@@ -121,10 +121,9 @@ pub fn parse(b: &[u8]) -> Result<ElfSizes, String> {
         .filter(|s| s.flags & SHF_EXECINSTR != 0)
         .map(|s| s.size)
         .sum();
-    let symtab = shdrs
-        .iter()
-        .find(|s| s.kind == SHT_SYMTAB)
-        .ok_or("no .symtab: the binary is stripped (build without strip, e.g. the release profile)")?;
+    let symtab = shdrs.iter().find(|s| s.kind == SHT_SYMTAB).ok_or(
+        "no .symtab: the binary is stripped (build without strip, e.g. the release profile)",
+    )?;
     let strtab = shdrs
         .get(symtab.link as usize)
         .ok_or_else(|| format!("symtab links to missing section {}", symtab.link))?;
@@ -217,7 +216,13 @@ pub fn demangle(raw: &str) -> String {
     }
     let joined = parts
         .iter()
-        .map(|p| unescape(p.strip_prefix('_').filter(|s| s.starts_with('$')).unwrap_or(p)))
+        .map(|p| {
+            unescape(
+                p.strip_prefix('_')
+                    .filter(|s| s.starts_with('$'))
+                    .unwrap_or(p),
+            )
+        })
         .collect::<Vec<_>>()
         .join("::");
     joined
@@ -358,11 +363,15 @@ mod tests {
             "cmwq::pool::unlock_wake"
         );
         assert_eq!(
-            demangle("_ZN4core3ptr85drop_in_place$LT$std..rt..lang_start$LT$$LP$$RP$$GT$..$u7b$$u7b$closure$u7d$$u7d$$GT$17h0123456789abcdefE"),
+            demangle(
+                "_ZN4core3ptr85drop_in_place$LT$std..rt..lang_start$LT$$LP$$RP$$GT$..$u7b$$u7b$closure$u7d$$u7d$$GT$17h0123456789abcdefE"
+            ),
             "core::ptr::drop_in_place<std::rt::lang_start<()>::{{closure}}>"
         );
         assert_eq!(
-            demangle("_ZN60_$LT$cmwq..work..Work$u20$as$u20$core..fmt..Debug$GT$3fmt17h0123456789abcdefE"),
+            demangle(
+                "_ZN53_$LT$cmwq..work..Work$u20$as$u20$core..fmt..Debug$GT$3fmt17h0123456789abcdefE"
+            ),
             "<cmwq::work::Work as core::fmt::Debug>::fmt"
         );
         assert_eq!(demangle("memcpy"), "memcpy");

@@ -48,8 +48,10 @@ pub struct StudyConfig {
     pub resident_items: u64,
     /// Items per native run of the front-end workload.
     pub frontend_items: u64,
-    /// Items per cachegrind run (both workloads).
-    pub cg_items: u64,
+    /// Items per cachegrind run of the resident workload.
+    pub cg_resident_items: u64,
+    /// Items per cachegrind run of the front-end workload.
+    pub cg_frontend_items: u64,
     /// Cachegrind runs per side and workload (0: none).
     pub cg_runs: usize,
     /// Items in flight per batch.
@@ -157,7 +159,10 @@ pub fn sizes(a: &Path, b: &Path) -> Result<Sizes, String> {
         .sum();
     Ok(Sizes {
         diff: bloat::diff(&ea, &eb),
-        unlock_out_of_line: [ea.has_function(UNLOCK_SYMBOL), eb.has_function(UNLOCK_SYMBOL)],
+        unlock_out_of_line: [
+            ea.has_function(UNLOCK_SYMBOL),
+            eb.has_function(UNLOCK_SYMBOL),
+        ],
         unlock_bytes: [unlock(&ea), unlock(&eb)],
         frontend_code_bytes,
     })
@@ -170,7 +175,10 @@ pub fn cachegrind_metrics(p: &cachegrind::Profile, items: u64) -> BTreeMap<Strin
     let cmwq = p.sum_where("I1mr", |f| f.starts_with("cmwq::")) as f64;
     let mut m = BTreeMap::new();
     m.insert(rows::SIM_INSNS.to_string(), ir);
-    m.insert(rows::SIM_INSNS_PER_ITEM.to_string(), ir / items.max(1) as f64);
+    m.insert(
+        rows::SIM_INSNS_PER_ITEM.to_string(),
+        ir / items.max(1) as f64,
+    );
     m.insert(rows::SIM_I1.to_string(), i1);
     m.insert(rows::SIM_MPKI.to_string(), p.i1_mpki());
     m.insert(rows::SIM_I1_CMWQ.to_string(), cmwq);
@@ -436,15 +444,19 @@ pub fn run(cfg: &StudyConfig, progress: &mut dyn FnMut(&str)) -> Result<Study, S
     let bins = [&cfg.a_bin, &cfg.b_bin];
     let mut workloads = Vec::new();
     for w in Workload::ALL {
-        let items = match w {
-            Workload::Resident => cfg.resident_items,
-            Workload::Frontend => cfg.frontend_items,
+        let (items, cg_items) = match w {
+            Workload::Resident => (cfg.resident_items, cfg.cg_resident_items),
+            Workload::Frontend => (cfg.frontend_items, cfg.cg_frontend_items),
         };
         let mut runs = Vec::new();
         for i in 0..cfg.warmup + cfg.runs {
             for (side, bin) in bins.iter().enumerate() {
                 let mut argv = workload_argv(bin, w, items, cfg.batch);
-                let domain = if i % 2 == 0 { Domain::User } else { Domain::Kernel };
+                let domain = if i % 2 == 0 {
+                    Domain::User
+                } else {
+                    Domain::Kernel
+                };
                 let csv = cfg.tmp.join(format!("perf-{side}.csv"));
                 if counters_unsupported.is_none() {
                     let mut wrapped = counters::perf_args(domain, &csv);
@@ -493,17 +505,20 @@ pub fn run(cfg: &StudyConfig, progress: &mut dyn FnMut(&str)) -> Result<Study, S
                         cfg.cg_runs,
                         ["A", "B"][side]
                     ));
-                    let argv = workload_argv(bin, w, cfg.cg_items, cfg.batch);
+                    let argv = workload_argv(bin, w, cg_items, cfg.batch);
                     let out = cfg.tmp.join(format!("cachegrind.out.{side}"));
                     let res = cachegrind::run(&argv, &cfg.geometry, &out);
                     let (metrics, error) = match res {
                         Ok((p, stdout)) => {
                             let n = crate::compare::extract_metrics(&stdout);
-                            let mut m = cachegrind_metrics(&p, cfg.cg_items);
+                            let mut m = cachegrind_metrics(&p, cg_items);
                             if n.is_empty() {
                                 (m, Some("the workload printed no JSON".to_string()))
                             } else {
-                                m.extend(n.into_iter().map(|(k, v)| (format!("{k} under cachegrind"), v)));
+                                m.extend(
+                                    n.into_iter()
+                                        .map(|(k, v)| (format!("{k} under cachegrind"), v)),
+                                );
                                 (m, None)
                             }
                         }
@@ -521,7 +536,7 @@ pub fn run(cfg: &StudyConfig, progress: &mut dyn FnMut(&str)) -> Result<Study, S
         let title = format!(
             "workload {}: {items} items a run (cachegrind: {}), batch {}; A = out-of-line unlock, B = inlined",
             w.name(),
-            cfg.cg_items,
+            cg_items,
             cfg.batch
         );
         let table = build_table(
@@ -668,7 +683,10 @@ mod tests {
     }
 
     fn sizes() -> Sizes {
-        let old = [("cmwq::pool::unlock_wake".to_string(), 413u64), ("f".to_string(), 100)];
+        let old = [
+            ("cmwq::pool::unlock_wake".to_string(), 413u64),
+            ("f".to_string(), 100),
+        ];
         let new = [("f".to_string(), 900u64)];
         Sizes {
             diff: bloat::diff_maps(&old.into(), &new.into(), 1000, 1400),
@@ -685,12 +703,26 @@ mod tests {
         let c = conclusion(&sizes(), &[quiet.clone(), costly.clone()]);
         assert!(c.contains("by +387 bytes"), "{c}");
         assert!(c.contains("gone from the inlined build"), "{c}");
-        assert!(c.contains("resident: I1 MPKI 1.000 -> 1.000, +0.00% (flat): no i-cache cost"), "{c}");
-        assert!(c.contains("frontend: I1 MPKI 10.000 -> 12.000, +20.00% (**): the i-cache cost is there"), "{c}");
-        assert!(c.contains("Throughput -10.00% (**): the cost surfaces"), "{c}");
+        assert!(
+            c.contains("resident: I1 MPKI 1.000 -> 1.000, +0.00% (flat): no i-cache cost"),
+            "{c}"
+        );
+        assert!(
+            c.contains(
+                "frontend: I1 MPKI 10.002 -> 12.002, +20.00% (**): the i-cache cost is there"
+            ),
+            "{c}"
+        );
+        assert!(
+            c.contains("Throughput -10.00% (**): the cost surfaces"),
+            "{c}"
+        );
         assert!(c.contains("it costs throughput in frontend"), "{c}");
         let c = conclusion(&sizes(), &[quiet.clone()]);
-        assert!(c.contains("no i-cache cost of inlining was measured"), "{c}");
+        assert!(
+            c.contains("no i-cache cost of inlining was measured"),
+            "{c}"
+        );
         assert!(c.contains("the out-of-line default stands"), "{c}");
         let faster = report(Workload::Frontend, [100.0, 110.0], [10.0, 10.0]);
         let c = conclusion(&sizes(), &[faster]);
@@ -718,8 +750,14 @@ mod tests {
         );
         let text = r.table.render_text(&RenderOptions::default());
         assert!(text.contains("IPC (hw)"), "{text}");
-        assert!(text.contains("not supported (perf stat: cycles: <not supported>)"), "{text}");
-        assert!(text.contains("not supported (fewer than 2 cachegrind runs a side)"), "{text}");
+        assert!(
+            text.contains("not supported (perf stat: cycles: <not supported>)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("not supported (fewer than 2 cachegrind runs a side)"),
+            "{text}"
+        );
         let e = build_table("x", &[], &[], &CompareConfig::default(), None, None).unwrap_err();
         assert!(e.contains("too few"), "{e}");
     }

@@ -362,9 +362,13 @@ mod tests {
         };
         assert!(run(cfg).unwrap_err().contains("--items 0"));
         assert!(
-            run(WorkloadConfig { items: 1, batch: 0, ..cfg })
-                .unwrap_err()
-                .contains("--batch 0")
+            run(WorkloadConfig {
+                items: 1,
+                batch: 0,
+                ..cfg
+            })
+            .unwrap_err()
+            .contains("--batch 0")
         );
         assert_eq!(Workload::parse("frontend"), Ok(Workload::Frontend));
         assert!(Workload::parse("nginx").unwrap_err().contains("nginx"));
