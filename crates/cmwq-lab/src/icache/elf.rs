@@ -214,7 +214,7 @@ pub fn demangle(raw: &str) -> String {
     {
         parts.pop();
     }
-    let joined = parts
+    parts
         .iter()
         .map(|p| {
             unescape(
@@ -224,8 +224,7 @@ pub fn demangle(raw: &str) -> String {
             )
         })
         .collect::<Vec<_>>()
-        .join("::");
-    joined
+        .join("::")
 }
 
 fn unescape(s: &str) -> String {

@@ -700,7 +700,7 @@ mod tests {
     fn conclusion_follows_the_numbers() {
         let quiet = report(Workload::Resident, [100.0, 100.0], [1.0, 1.0]);
         let costly = report(Workload::Frontend, [100.0, 90.0], [10.0, 12.0]);
-        let c = conclusion(&sizes(), &[quiet.clone(), costly.clone()]);
+        let c = conclusion(&sizes(), &[quiet.clone(), costly]);
         assert!(c.contains("by +387 bytes"), "{c}");
         assert!(c.contains("gone from the inlined build"), "{c}");
         assert!(
@@ -718,7 +718,7 @@ mod tests {
             "{c}"
         );
         assert!(c.contains("it costs throughput in frontend"), "{c}");
-        let c = conclusion(&sizes(), &[quiet.clone()]);
+        let c = conclusion(&sizes(), std::slice::from_ref(&quiet));
         assert!(
             c.contains("no i-cache cost of inlining was measured"),
             "{c}"
