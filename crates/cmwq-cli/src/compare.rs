@@ -25,8 +25,11 @@ pub struct CompareArgs {
     /// and fifo priority under CPU hogs, fio's clat lines); `qpw-cost` and
     /// `qpw-isolation` (seed 003: `percpu cost`/`percpu isolation` with
     /// `--mode local` as A against `--mode qpw` as B). `--a` adds arguments
-    /// to the baseline side of a preset, `--b` to the other sides.
-    #[arg(long, value_name = "NAME", value_parser = ["wake", "shard", "priority", "qpw-cost", "qpw-isolation"], conflicts_with_all = ["a_cmd", "b_cmd"])]
+    /// to the baseline side of a preset, `--b` to the other sides. `icache`
+    /// (seed 001: the unlock path out of line as A against the `inline-unlock`
+    /// build as B: code size, instructions, L1i misses, throughput on a resident
+    /// and a front-end-bound workload).
+    #[arg(long, value_name = "NAME", value_parser = ["wake", "shard", "priority", "qpw-cost", "qpw-isolation", "icache"], conflicts_with_all = ["a_cmd", "b_cmd"])]
     pub preset: Option<String>,
     /// Side A as arguments of this `cmwq` binary, e.g. "bench --scopes cpu --wake under-lock"
     /// (split on whitespace; `--json` is added)
@@ -72,6 +75,9 @@ pub struct CompareArgs {
     /// `--preset shard`: the cache_shard sizes (cores per pod) compared against cache
     #[arg(long, value_name = "LIST", default_value = presets::SEED_SHARD_SIZES)]
     pub shard_sizes: String,
+    /// Options of `--preset icache`.
+    #[command(flatten)]
+    pub icache: crate::icache::IcacheArgs,
 }
 
 /// Side `label` from `--x ARGS` (this binary, `--json` added) or `--x-cmd CMD`.
@@ -116,6 +122,9 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             "--noise-floor {}: must be a percentage >= 0",
             a.noise_floor
         ));
+    }
+    if a.preset.as_deref() == Some("icache") {
+        return crate::icache::run_preset(&a);
     }
     let extra = |x: &Option<String>| x.clone().unwrap_or_default();
     let sides: Vec<Side> = match a.preset.as_deref() {

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod compare;
+mod icache;
 mod latency;
 mod percpu;
 mod presets;
@@ -31,6 +32,8 @@ enum Cmd {
     Percpu(percpu::PercpuArgs),
     /// Latency under load: small work items queued while CPU hogs load every CPU (fio's clat lines, seed 004).
     Latency(latency::LatencyArgs),
+    /// Run one workload of the icache study (seed 001): `resident` or `frontend`.
+    IcacheWorkload(icache::WorkloadArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
 }
@@ -42,6 +45,7 @@ fn main() {
         Cmd::Compare(a) => compare::run(a),
         Cmd::Percpu(a) => percpu::run(a),
         Cmd::Latency(a) => latency::run(a),
+        Cmd::IcacheWorkload(a) => icache::run_workload(a),
         Cmd::Topology(a) => topology::run(a),
     };
     if let Err(e) = res {

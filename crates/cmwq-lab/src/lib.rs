@@ -7,6 +7,7 @@
 pub mod abtable;
 pub mod bench;
 pub mod compare;
+pub mod icache;
 pub mod latency;
 pub mod percpu;
 pub mod perf;
