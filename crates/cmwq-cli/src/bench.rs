@@ -51,6 +51,11 @@ pub struct BenchArgs {
     /// released, the 2026 order) or `under-lock` (the old order)
     #[arg(long, value_name = "MODE", default_value = "deferred", value_parser = ["deferred", "under-lock"])]
     pub wake: String,
+    /// cmwq: how unbound pools limit running workers: `per-cpu` (one running
+    /// worker per CPU of the pod, the default) or `unmanaged` (a worker per
+    /// waiting item, as the kernel)
+    #[arg(long, value_name = "MODE", default_value = "per-cpu", value_parser = ["per-cpu", "unmanaged"])]
+    pub unbound_concurrency: String,
     /// cmwq: cores per pod of the cache_shard scope (the kernel's
     /// workqueue.cache_shard_size) [default: 8]
     #[arg(long, value_name = "N")]
@@ -69,6 +74,7 @@ pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
     c.synthetic = a.synthetic.clone();
     c.strict = a.strict;
     c.wake_under_lock = a.wake == "under-lock";
+    c.unmanaged = a.unbound_concurrency == "unmanaged";
     c.cache_shard_size = a.cache_shard_size;
     if let Some(spec) = &c.synthetic {
         cmwq::topology::Topology::from_synthetic(spec).map_err(|e| format!("--synthetic: {e}"))?;

@@ -126,6 +126,17 @@
 //! to wait for it). Negative controls: a flush that flips but then waits for
 //! `nr_in_flight == 0` deadlocks (child process); a flush that does not wait
 //! returns too early.
+//!
+//! # 5. The watchdog's park vs. a worker becoming busy (`watchdog_*`)
+//!
+//! Mirrors `watchdog::run` (no worker busy: store `PARKED`, re-read `BUSY`,
+//! park if still zero, clear `PARKED`) and `watchdog::busy_enter` (increment
+//! `BUSY`; on 0 -> 1, read `PARKED` and unpark the watchdog). Both sides are
+//! `SeqCst` in the engine (a Dekker pair), so the replica adds `sc_order()`
+//! between each side's store and load. Invariant: once a worker is busy the
+//! watchdog ticks; a watchdog parked for good while a worker is busy is a loom
+//! deadlock. Negative control: a watchdog that parks without re-reading `BUSY`
+//! after publishing `PARKED` loses the wakeup (child process).
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -1235,4 +1246,89 @@ fn flush_without_colors_is_caught() {
 #[should_panic(expected = "flush returned")]
 fn flush_without_wait_is_caught() {
     flush::run(flush::Flush::NoWait, 1, 3);
+}
+
+// ---------------------------------------------------------------------------
+// 5. The watchdog's park vs. a worker becoming busy
+// ---------------------------------------------------------------------------
+
+mod watchdog {
+    use super::*;
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Park {
+        /// The engine: re-read BUSY after publishing PARKED.
+        Recheck,
+        /// Park right after publishing PARKED.
+        NoRecheck,
+    }
+
+    pub fn run(park: Park, workers: usize) {
+        check(3, move || {
+            let busy = Arc::new(AtomicUsize::new(0));
+            let parked = Arc::new(AtomicBool::new(false));
+            let handle: Arc<Mutex<Option<Thread>>> = Arc::new(Mutex::new(None));
+            let ticks = Arc::new(AtomicUsize::new(0));
+            let (b, p, h, t) = (busy.clone(), parked.clone(), handle.clone(), ticks.clone());
+            let wd = thread::spawn(move || {
+                // `ensure_started` publishes the thread before anyone can be busy.
+                *h.lock().unwrap() = Some(thread::current());
+                loop {
+                    if b.load(Ordering::SeqCst) == 0 {
+                        p.store(true, Ordering::SeqCst);
+                        sc_order();
+                        if park == Park::NoRecheck || b.load(Ordering::SeqCst) == 0 {
+                            thread::park();
+                        }
+                        p.store(false, Ordering::SeqCst);
+                        continue;
+                    }
+                    // A tick: the sweep runs while a worker is busy.
+                    t.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+            });
+            let ws: Vec<_> = (0..workers)
+                .map(|_| {
+                    let (b, p, h) = (busy.clone(), parked.clone(), handle.clone());
+                    thread::spawn(move || {
+                        if b.fetch_add(1, Ordering::SeqCst) == 0 {
+                            sc_order();
+                            if p.load(Ordering::SeqCst)
+                                && let Some(t) = h.lock().unwrap().as_ref()
+                            {
+                                t.unpark();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in ws {
+                w.join().unwrap();
+            }
+            wd.join().unwrap();
+            assert_eq!(ticks.load(Ordering::SeqCst), 1);
+        });
+    }
+}
+
+#[test]
+fn watchdog_park_vs_busy_enter() {
+    watchdog::run(watchdog::Park::Recheck, 1);
+}
+
+#[test]
+fn watchdog_park_vs_two_busy_enters() {
+    watchdog::run(watchdog::Park::Recheck, 2);
+}
+
+#[test]
+#[ignore = "negative control: fails by design; run by watchdog_park_without_recheck_is_caught"]
+fn child_watchdog_park_without_recheck() {
+    watchdog::run(watchdog::Park::NoRecheck, 1);
+}
+
+#[test]
+fn watchdog_park_without_recheck_is_caught() {
+    expect_child_failure("child_watchdog_park_without_recheck", "deadlock");
 }

@@ -59,6 +59,9 @@ fn build_wq(ctx: &BuildCtx<'_>) -> Result<(cmwq::Workqueue, Option<Vec<usize>>),
         if let Some(n) = ctx.cache_shard_size {
             b = b.cache_shard_size(n);
         }
+        if ctx.unmanaged {
+            b = b.unbound_concurrency(cmwq::UnboundConcurrency::Unmanaged);
+        }
         // With a synthetic topology, producer i queues for a CPU of the synthetic
         // machine (spread evenly over it) with `queue_on`, as the kernel's
         // producers queue from their own CPUs; the pods' workers run folded onto
@@ -157,6 +160,7 @@ mod tests {
             producers: 1,
             strict: false,
             wake_under_lock: false,
+            unmanaged: false,
             cache_shard_size: shard,
             cpus: &cpus,
         };

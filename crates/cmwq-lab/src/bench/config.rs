@@ -40,6 +40,10 @@ pub struct BenchConfig {
     pub strict: bool,
     /// cmwq: wake the picked worker while holding the pool lock (`--wake under-lock`).
     pub wake_under_lock: bool,
+    /// cmwq: unbound pools wake a worker per waiting item, as the kernel
+    /// (`--unbound-concurrency unmanaged`), instead of one running worker per CPU.
+    #[serde(default)]
+    pub unmanaged: bool,
     /// cmwq: cores per pod of the `cache_shard` scope (`--cache-shard-size`;
     /// `None`: the library's default, 8).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,6 +69,7 @@ impl BenchConfig {
             synthetic: None,
             strict: false,
             wake_under_lock: false,
+            unmanaged: false,
             cache_shard_size: None,
             stall_timeout: super::runner::STALL_TIMEOUT,
         }

@@ -70,6 +70,8 @@ pub struct BuildCtx<'a> {
     pub strict: bool,
     /// cmwq only: wake workers under the pool lock (the pre-2026 order).
     pub wake_under_lock: bool,
+    /// cmwq only: unbound pools not concurrency managed (the kernel's way).
+    pub unmanaged: bool,
     /// cmwq only: cores per `cache_shard` pod (`None`: the library's default).
     pub cache_shard_size: Option<usize>,
     /// The CPUs this process may run on, in ascending order (producer `i` is pinned

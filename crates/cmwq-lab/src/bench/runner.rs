@@ -295,6 +295,7 @@ pub fn run_once(
         producers: cfg.threads,
         strict: cfg.strict,
         wake_under_lock: cfg.wake_under_lock,
+        unmanaged: cfg.unmanaged,
         cache_shard_size: cfg.cache_shard_size,
         cpus,
     };
