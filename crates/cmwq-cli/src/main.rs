@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod compare;
+mod control;
 mod icache;
 mod latency;
 mod percpu;
@@ -36,6 +37,17 @@ enum Cmd {
     IcacheWorkload(icache::WorkloadArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
+    /// A process's workqueues, pools and pods, as the kernel's wq_dump.py shows them.
+    Dump(control::DumpArgs),
+    /// A process's workqueue counters every interval, as the kernel's wq_monitor.py.
+    Monitor(control::MonitorArgs),
+    /// Write a knob of a running process's workqueue, like its sysfs file.
+    Set(control::SetArgs),
+    /// The processes of this user that serve a cmwq control endpoint.
+    Ps(control::PsArgs),
+    /// A process with a few busy workqueues that serves the control endpoint (tests, demos).
+    #[command(name = "__control-child", hide = true)]
+    ControlChild(control::ChildArgs),
 }
 
 fn main() {
@@ -47,6 +59,11 @@ fn main() {
         Cmd::Latency(a) => latency::run(a),
         Cmd::IcacheWorkload(a) => icache::run_workload(a),
         Cmd::Topology(a) => topology::run(a),
+        Cmd::Dump(a) => control::dump(a),
+        Cmd::Monitor(a) => control::monitor(a),
+        Cmd::Set(a) => control::set(a),
+        Cmd::Ps(a) => control::ps(a),
+        Cmd::ControlChild(a) => control::child(a),
     };
     if let Err(e) = res {
         eprintln!("cmwq: {e}");

@@ -108,27 +108,14 @@ fn text(topo: &Topology, dfl: Scope, scopes: &[(Scope, PodType)]) -> String {
     let _ = writeln!(s, "===============");
     let _ = writeln!(s, "wq_unbound_cpumask={}", cpumask_str(topo.online()));
     for (scope, pt) in scopes {
-        let _ = writeln!(s);
-        let mark = if *scope == dfl { " (default)" } else { "" };
-        let _ = writeln!(s, "{}{mark}", scope.name().to_uppercase());
-        let _ = writeln!(s, "  nr_pods  {}", pt.pods.len());
-        s.push_str("  pod_cpus");
-        for (i, p) in pt.pods.iter().enumerate() {
-            let _ = write!(s, " [{i}]={}", cpumask_str(p));
-        }
-        s.push('\n');
-        s.push_str("  pod_node");
-        for (i, n) in pt.pod_node.iter().enumerate() {
-            let _ = write!(s, " [{i}]={n}");
-        }
-        s.push('\n');
-        s.push_str("  cpu_pod ");
-        for (cpu, pod) in pt.cpu_pod.iter().enumerate() {
-            if let Some(p) = pod {
-                let _ = write!(s, " [{cpu}]={p}");
-            }
-        }
-        s.push('\n');
+        crate::control::scope_block(
+            &mut s,
+            scope.name(),
+            *scope == dfl,
+            &pt.pods,
+            &pt.pod_node,
+            &pt.cpu_pod,
+        );
     }
     s
 }

@@ -65,6 +65,13 @@ pub enum Error {
         /// The attribute.
         attr: &'static str,
     },
+    /// The control endpoint ([`crate::control`]) failed or refused a request.
+    Control {
+        /// What was being done (`bind /run/user/1000/cmwq/42.sock`, `set nice`).
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// A thread the workqueue needs (its rescuer) could not be started.
     Spawn {
         /// Which thread.
@@ -110,6 +117,7 @@ impl fmt::Display for Error {
                 "workqueue {name:?} is bound: {attr} is an attribute of unbound workqueues"
             ),
             Error::Spawn { what, reason } => write!(f, "cannot start {what}: {reason}"),
+            Error::Control { what, reason } => write!(f, "{what}: {reason}"),
         }
     }
 }

@@ -27,12 +27,14 @@
 //!
 //! Where user space forces a difference from the kernel, the item's docs say so.
 
+pub mod control;
 mod error;
 mod params;
 pub mod percpu;
 mod pool;
 mod priority;
 pub mod sched;
+pub mod snapshot;
 mod timer;
 pub mod topology;
 mod watchdog;
@@ -40,10 +42,12 @@ mod work;
 mod workqueue;
 
 pub use error::Error;
+pub use params::check_env;
 pub use pool::{
     BlockingGuard, PoolCounts, WakeMode, blocking, debug_fail_worker_creation, set_idle_timeout,
 };
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
+pub use snapshot::{Snapshot, snapshot};
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, cpu_intensive_thresh, set_cpu_intensive_thresh,
     watchdog_ticks,

@@ -7,6 +7,7 @@
 //! | `CMWQ_CACHE_SHARD_SIZE` | cores per `cache_shard` pod | `workqueue.cache_shard_size` |
 //! | `CMWQ_UNBOUND_CPUS` | CPUs unbound queues may use (a cpu list) | `workqueue.unbound_cpus` |
 //! | `CMWQ_HIGHPRI_POLICY` | `nice` or `fifo` (see [`crate::HighpriPolicy`]) | — |
+//! | `CMWQ_CONTROL` | `1` starts the control endpoint with the first workqueue ([`crate::control`]) | — |
 //!
 //! A value that does not parse is an error naming the variable and the value,
 //! returned by the first `build()` that needs it; it is never silently ignored.
@@ -22,6 +23,8 @@ pub(crate) struct Params {
     pub affinity_scope: Scope,
     pub cache_shard_size: usize,
     pub unbound_cpus: Option<Vec<usize>>,
+    /// `CMWQ_CONTROL=1`: serve the control endpoint.
+    pub control: bool,
 }
 
 /// Reads `var`: `Ok(None)` if unset or empty, the parsed value, or an error
@@ -87,6 +90,7 @@ pub(crate) fn parse_params(
         affinity_scope,
         cache_shard_size,
         unbound_cpus,
+        control: false,
     })
 }
 
@@ -95,14 +99,33 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
     static P: OnceLock<Result<Params, Error>> = OnceLock::new();
     P.get_or_init(|| {
         let v = |k: &str| std::env::var(k).ok();
-        parse_params(
+        let mut p = parse_params(
             v("CMWQ_DEFAULT_AFFINITY_SCOPE").as_deref(),
             v("CMWQ_CACHE_SHARD_SIZE").as_deref(),
             v("CMWQ_UNBOUND_CPUS").as_deref(),
-        )
+        )?;
+        p.control = env_parse("CMWQ_CONTROL", "0 or 1", |s| match s {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        })?
+        .unwrap_or(false);
+        Ok(p)
     })
     .as_ref()
     .map_err(Clone::clone)
+}
+
+/// Checks every `CMWQ_*` variable now, for a service that wants a bad value
+/// to stop it at startup rather than at its first `build()`.
+///
+/// ```
+/// cmwq::check_env().expect("the CMWQ_* variables parse");
+/// ```
+pub fn check_env() -> Result<(), Error> {
+    params()?;
+    crate::priority::highpri_policy()?;
+    Ok(())
 }
 
 #[cfg(test)]

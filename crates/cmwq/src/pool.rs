@@ -1365,3 +1365,92 @@ impl Drop for BlockingGuard {
         }
     }
 }
+
+// ---- snapshot ----
+
+/// Every pool created so far, by id.
+fn all_pools() -> impl Iterator<Item = &'static Pool> {
+    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
+    (0..n as u32).filter_map(get_pool)
+}
+
+/// The "Worker Pools" part of [`crate::snapshot()`]: each pool read under its
+/// own lock, one at a time.
+pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
+    all_pools().map(Pool::snap).collect()
+}
+
+impl Pool {
+    fn snap(&self) -> crate::snapshot::PoolSnap {
+        let (workers, idle, running, worklist, refs, manager) = {
+            let g = self.lock();
+            (
+                g.nr_workers,
+                g.nr_idle(),
+                g.nr_running,
+                g.worklist.len(),
+                g.refcnt,
+                g.manager_active,
+            )
+        };
+        let a = &self.attrs;
+        let (policy, rt_priority) = match a.prio {
+            PoolPrio::Nice(_) => ("other", 0),
+            PoolPrio::Fifo(p) => ("fifo", p),
+        };
+        let mut flags = 0;
+        if manager {
+            flags |= 0x02;
+        }
+        if a.cpu.is_none() {
+            flags |= 0x04;
+        }
+        crate::snapshot::PoolSnap {
+            id: self.id,
+            flags,
+            refs,
+            nice: a.prio.nice(),
+            policy: policy.into(),
+            rt_priority,
+            cpu: a.cpu,
+            cpus: a.cpus.clone(),
+            pod_cpus: a.pod_cpus.clone(),
+            strict: a.strict,
+            managed: self.managed,
+            cap: (self.cap != usize::MAX).then_some(self.cap),
+            wake: match a.wake {
+                WakeMode::Deferred => "deferred".into(),
+                WakeMode::UnderLock => "under-lock".into(),
+            },
+            workers,
+            idle,
+            running,
+            worklist,
+            repatriated: self.repatriated.load(Ordering::Relaxed),
+            create_failed: self.create_failed.load(Ordering::Relaxed),
+            prio_failed: self.prio_failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// One pwq as the snapshot shows it.
+    pub(crate) fn pwq_snap(&self, slot: u32) -> crate::snapshot::PwqSnap {
+        self.with_pwq(slot, |p| crate::snapshot::PwqSnap {
+            pool: self.id,
+            state: if p.dead {
+                "dead"
+            } else if p.retired {
+                "retired"
+            } else if p.plugged {
+                "plugged"
+            } else {
+                "live"
+            }
+            .into(),
+            nr_active: p.nr_active,
+            nr_inactive: p.inactive.len(),
+            queued: p.stats.queued,
+            started: p.stats.started,
+            completed: p.stats.completed,
+        })
+    }
+}

@@ -83,7 +83,7 @@ pub(crate) struct WqStats {
 }
 
 /// A snapshot of a workqueue's counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WorkqueueStats {
     /// Items put on a list (successful queue cycles, delayed ones once their timer fired).
     pub queued: u64,
@@ -275,7 +275,7 @@ struct WqCtx {
 
 /// The attributes of a workqueue that can change while it runs (unbound
 /// queues; the kernel's sysfs knobs).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WqAttrs {
     /// Affinity scope of the pods.
     pub affinity_scope: Scope,
@@ -862,6 +862,9 @@ impl WorkqueueBuilder {
         };
         let unbound = self.flags.contains(WqFlags::UNBOUND);
         let params = crate::params::params()?;
+        if params.control {
+            crate::control::autostart();
+        }
         let nice = self.nice.unwrap_or(0);
         if !(-20..=19).contains(&nice) {
             return Err(Error::InvalidNice(nice));
@@ -1666,6 +1669,156 @@ system_wq!(
     /// The kernel's `system_unbound_wq`: unbound, default scope.
     system_unbound, "events_unbound", |b: WorkqueueBuilder| b.unbound()
 );
+
+// ---- snapshot and control ----
+
+/// The "Affinity Scopes" part of [`crate::snapshot()`]: the process's topology
+/// cut with its default parameters.
+pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
+    let topo = system_topology();
+    let params = crate::params::params().ok();
+    let default_scope = params.map_or(Scope::CacheShard, |p| p.affinity_scope);
+    let size = params.map_or(crate::topology::DEFAULT_CACHE_SHARD_SIZE, |p| {
+        p.cache_shard_size
+    });
+    let unbound_cpumask = params
+        .and_then(|p| p.unbound_cpus.clone())
+        .unwrap_or_else(|| topo.online().to_vec());
+    let nodes = topo
+        .nodes()
+        .into_iter()
+        .map(|n| {
+            topo.online()
+                .iter()
+                .copied()
+                .filter(|&c| topo.cpu_node(c) == n)
+                .collect()
+        })
+        .collect();
+    let scopes = Scope::ALL
+        .into_iter()
+        .map(|scope| {
+            let pt = topo.pods(scope, size);
+            crate::snapshot::ScopeSnap {
+                scope,
+                pod_cpus: pt.pods,
+                pod_node: pt.pod_node,
+                cpu_pod: pt.cpu_pod,
+            }
+        })
+        .collect();
+    crate::snapshot::TopologySnap {
+        summary: topo.summary(),
+        online: topo.online().to_vec(),
+        possible: topo.possible().to_vec(),
+        unbound_cpumask,
+        default_scope,
+        cache_shard_size: size,
+        nodes,
+        scopes,
+    }
+}
+
+/// Live workqueues in creation order.
+fn registered() -> Vec<Arc<WqInner>> {
+    let r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    r.iter().filter_map(|w| w.upgrade()).collect()
+}
+
+/// The per-workqueue part of [`crate::snapshot()`].
+pub(crate) fn workqueue_snaps() -> Vec<crate::snapshot::WorkqueueSnap> {
+    registered()
+        .into_iter()
+        .filter_map(handle_of)
+        .map(|wq| wq.snap())
+        .collect()
+}
+
+/// Handles to the live workqueues named `name` (for the control endpoint's knobs).
+pub(crate) fn find_by_name(name: &str) -> Vec<Workqueue> {
+    registered()
+        .into_iter()
+        .filter(|w| w.name == name)
+        .filter_map(handle_of)
+        .collect()
+}
+
+/// A new handle to a workqueue, unless its last handle is already being
+/// dropped (then it is being destroyed and is skipped). If the owner drops its
+/// handle while ours lives, ours is the last and destroys it, as any handle would.
+fn handle_of(inner: Arc<WqInner>) -> Option<Workqueue> {
+    let mut h = inner.handles.load(Ordering::SeqCst);
+    loop {
+        if h == 0 || inner.destroyed.load(Ordering::SeqCst) {
+            return None;
+        }
+        match inner
+            .handles
+            .compare_exchange(h, h + 1, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) => return Some(Workqueue { inner }),
+            Err(cur) => h = cur,
+        }
+    }
+}
+
+impl Workqueue {
+    fn snap(&self) -> crate::snapshot::WorkqueueSnap {
+        let inner = &self.inner;
+        let (mut cpu_pool, dfl_pool) = self.cpu_pools();
+        if inner.ordered {
+            // Every CPU's work goes to the one default pwq (as the kernel's
+            // ordered queues point each CPU's pwq at it).
+            let route = inner.pwqs().route_cpus.clone();
+            for c in route {
+                if let Some(slot) = cpu_pool.get_mut(c) {
+                    *slot = dfl_pool;
+                }
+            }
+        }
+        let attrs = self.attrs();
+        let kind = if inner.ordered {
+            "ordered"
+        } else if inner.unbound {
+            "unbound"
+        } else {
+            "percpu"
+        };
+        let rescuer = inner.rescuer.as_ref().map(|r| {
+            let tid = r.tid.load(Ordering::SeqCst);
+            crate::snapshot::RescuerSnap {
+                tid,
+                cpus: if tid == 0 {
+                    Vec::new()
+                } else {
+                    sched::affinity_of(tid).unwrap_or_default()
+                },
+            }
+        });
+        let pwqs = inner
+            .pwq_list()
+            .iter()
+            .map(|r| r.pool.pwq_snap(r.slot))
+            .collect();
+        crate::snapshot::WorkqueueSnap {
+            name: inner.name.clone(),
+            flags: inner.flags.bits(),
+            kind: kind.into(),
+            unbound: inner.unbound,
+            mem_reclaim: inner.rescuer.is_some(),
+            custom_topology: inner.ctx.custom,
+            cpu_pool,
+            dfl_pool,
+            min_active: attrs.max_active.min(MIN_ACTIVE),
+            attrs,
+            node_nr_active: self.node_nr_active(),
+            node_max_active: self.node_max_active(),
+            rescuer,
+            pwqs,
+            stats: self.stats(),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,743 @@
+//! `cmwq dump`, `cmwq monitor`, `cmwq set` and `cmwq ps`: the kernel's
+//! `wq_dump.py`, `wq_monitor.py` and sysfs knobs, for processes that serve
+//! cmwq's control endpoint (`CMWQ_CONTROL=1` or `cmwq::control::serve()`).
+//!
+//! The text layouts follow the kernel's scripts column for column, with the
+//! kernel's `cpumask_str` masks, so an engineer who reads one reads the other.
+//! Where cmwq shows more (FIFO pools, the attrs of unbound queues) it adds a
+//! column at the end of a line or a section after the kernel's, never inside.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, Write as _};
+use std::time::{Duration, Instant};
+
+use cmwq::control::{self, Client};
+use cmwq::snapshot::{PoolSnap, ScopeSnap, Snapshot, WorkqueueSnap};
+use cmwq::topology::cpumask_str;
+
+/// Arguments of `cmwq dump`.
+#[derive(clap::Args, Debug)]
+pub struct DumpArgs {
+    /// The process to dump (see `cmwq ps`); default: this command's own
+    /// process, with the system workqueues.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Print the snapshot as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `cmwq monitor`.
+#[derive(clap::Args, Debug)]
+pub struct MonitorArgs {
+    /// The process to watch (see `cmwq ps`).
+    #[arg(long)]
+    pub pid: u32,
+    /// Seconds between tables; 0 prints the totals once and exits.
+    #[arg(
+        short = 'i',
+        long = "interval",
+        value_name = "SECS",
+        default_value_t = 1.0
+    )]
+    pub interval: f64,
+    /// One JSON object per workqueue and interval instead of tables.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+    /// Stop after this many tables (default: until interrupted or the process exits).
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Only workqueues whose name matches one of these regular expressions.
+    #[arg(value_name = "REGEX")]
+    pub patterns: Vec<String>,
+}
+
+/// Arguments of `cmwq set`.
+#[derive(clap::Args, Debug)]
+pub struct SetArgs {
+    /// The process (see `cmwq ps`).
+    #[arg(long)]
+    pub pid: u32,
+    /// The workqueue's name.
+    pub workqueue: String,
+    /// affinity_scope, affinity_strict, cpumask, cpus, nice or max_active.
+    pub knob: String,
+    /// The value, as written to the kernel's sysfs file (`cpumask` is hex, `cpus` a cpu list).
+    #[arg(allow_hyphen_values = true)]
+    pub value: String,
+    /// Print the new attributes as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `cmwq ps`.
+#[derive(clap::Args, Debug)]
+pub struct PsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Remove the sockets of processes that have exited.
+    #[arg(long)]
+    pub prune: bool,
+}
+
+/// Arguments of the hidden `__control-child` (a process for the tests and for
+/// trying the commands: a few workqueues with work flowing).
+#[derive(clap::Args, Debug)]
+pub struct ChildArgs {
+    /// Microseconds between rounds of queueing.
+    #[arg(long, default_value_t = 500)]
+    pub period_us: u64,
+}
+
+fn snapshot_of(pid: Option<u32>) -> Result<Snapshot, String> {
+    match pid {
+        Some(pid) => Client::connect(pid)
+            .and_then(|mut c| c.snapshot())
+            .map_err(|e| e.to_string()),
+        None => {
+            cmwq::check_env().map_err(|e| e.to_string())?;
+            let _ = (
+                cmwq::system(),
+                cmwq::system_highpri(),
+                cmwq::system_long(),
+                cmwq::system_unbound(),
+            );
+            Ok(cmwq::snapshot())
+        }
+    }
+}
+
+/// Runs `cmwq dump`.
+pub fn dump(a: DumpArgs) -> Result<(), String> {
+    let s = snapshot_of(a.pid)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", render_dump(&s));
+    }
+    Ok(())
+}
+
+/// One scope's block of "Affinity Scopes", as `wq_dump.py` prints it.
+pub fn scope_block(
+    out: &mut String,
+    name: &str,
+    default: bool,
+    pods: &[Vec<usize>],
+    pod_node: &[i32],
+    cpu_pod: &[Option<usize>],
+) {
+    let _ = writeln!(out);
+    let mark = if default { " (default)" } else { "" };
+    let _ = writeln!(out, "{}{mark}", name.to_uppercase());
+    let _ = writeln!(out, "  nr_pods  {}", pods.len());
+    out.push_str("  pod_cpus");
+    for (i, p) in pods.iter().enumerate() {
+        let _ = write!(out, " [{i}]={}", cpumask_str(p));
+    }
+    out.push('\n');
+    out.push_str("  pod_node");
+    for (i, n) in pod_node.iter().enumerate() {
+        let _ = write!(out, " [{i}]={n}");
+    }
+    out.push('\n');
+    out.push_str("  cpu_pod ");
+    for (cpu, pod) in cpu_pod.iter().enumerate() {
+        if let Some(p) = pod {
+            let _ = write!(out, " [{cpu}]={p}");
+        }
+    }
+    out.push('\n');
+}
+
+/// The kernel's name length for workqueues (`WQ_NAME_LEN`), the width of the name column.
+const WQ_NAME_LEN: usize = 32;
+/// Width of `wq_dump.py`'s type column.
+const WQ_TYPE_LEN: usize = 9;
+
+fn heading(out: &mut String, title: &str) {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{title}");
+    let _ = writeln!(out, "{}", "=".repeat(title.len()));
+}
+
+fn wq_type(w: &WorkqueueSnap) -> &'static str {
+    match w.kind.as_str() {
+        "ordered" => "ordered",
+        "unbound" if w.attrs.affinity_strict => "unbound,S",
+        "unbound" => "unbound",
+        _ => "percpu",
+    }
+}
+
+fn pool_line(p: &PoolSnap, id_len: usize, ref_len: usize) -> String {
+    let mut s = format!(
+        "pool[{:0id_len$}] flags=0x{:02x} ref={:ref_len$} nice={:3} idle/workers={:3}/{:3} ",
+        p.id, p.flags, p.refs, p.nice, p.idle, p.workers
+    );
+    match p.cpu {
+        Some(c) => {
+            let _ = write!(s, "cpu={c:3}");
+        }
+        None => {
+            let _ = write!(
+                s,
+                "cpus={} pod_cpus={}",
+                cpumask_str(&p.cpus),
+                cpumask_str(&p.pod_cpus)
+            );
+            if p.strict {
+                s.push_str(" strict");
+            }
+        }
+    }
+    if p.policy == "fifo" {
+        let _ = write!(s, " fifo={}", p.rt_priority);
+    }
+    s
+}
+
+/// The whole text of `cmwq dump`: `wq_dump.py`'s five sections, then the
+/// knobs of the unbound workqueues.
+pub fn render_dump(s: &Snapshot) -> String {
+    let t = &s.topology;
+    let mut out = String::new();
+    let _ = writeln!(out, "Affinity Scopes");
+    let _ = writeln!(out, "===============");
+    let _ = writeln!(
+        out,
+        "wq_unbound_cpumask={}",
+        cpumask_str(&t.unbound_cpumask)
+    );
+    for sc in &t.scopes {
+        let ScopeSnap {
+            scope,
+            pod_cpus,
+            pod_node,
+            cpu_pod,
+        } = sc;
+        scope_block(
+            &mut out,
+            scope.name(),
+            *scope == t.default_scope,
+            pod_cpus,
+            pod_node,
+            cpu_pod,
+        );
+    }
+
+    heading(&mut out, "Worker Pools");
+    let id_len = s
+        .pools
+        .iter()
+        .map(|p| p.id.to_string().len())
+        .max()
+        .unwrap_or(1);
+    let ref_len = s
+        .pools
+        .iter()
+        .map(|p| p.refs.to_string().len())
+        .max()
+        .unwrap_or(1);
+    for p in &s.pools {
+        let _ = writeln!(out, "{}", pool_line(p, id_len, ref_len));
+    }
+
+    heading(&mut out, "Workqueue CPU -> pool");
+    let cpus = &t.possible;
+    let _ = write!(
+        out,
+        "[{:^w$}\\ {:WQ_TYPE_LEN$}",
+        "workqueue",
+        "type   CPU",
+        w = WQ_NAME_LEN - 2
+    );
+    for c in cpus {
+        let _ = write!(out, " {c:id_len$}");
+    }
+    let _ = writeln!(out, " dfl]");
+    for w in &s.workqueues {
+        let _ = write!(out, "{:WQ_NAME_LEN$} {:10}", w.name, wq_type(w));
+        for &c in cpus {
+            let f = c.to_string().len().max(id_len);
+            match w.cpu_pool.get(c).copied().flatten() {
+                Some(p) => {
+                    let _ = write!(out, " {p:f$}");
+                }
+                None => {
+                    let _ = write!(out, " {:>f$}", "-");
+                }
+            }
+        }
+        if w.unbound
+            && let Some(d) = w.dfl_pool
+        {
+            let _ = write!(out, " {d:id_len$}");
+        }
+        if w.custom_topology {
+            out.push_str("  (synthetic topology)");
+        }
+        out.push('\n');
+    }
+
+    heading(&mut out, "Workqueue -> rescuer");
+    let mask_len = cpumask_str(&t.unbound_cpumask).len();
+    let ulen = mask_len.max("unbound_cpus".len());
+    let rlen = mask_len.max("rescuer_cpus".len());
+    let _ = writeln!(
+        out,
+        "[{:^w$}\\ {:ulen$}    pid {:rlen$} ]",
+        "workqueue",
+        "unbound_cpus",
+        "rescuer_cpus",
+        w = WQ_NAME_LEN - 2
+    );
+    for w in s.workqueues.iter().filter(|w| w.mem_reclaim) {
+        let ucpus = if w.unbound {
+            cpumask_str(&w.attrs.cpumask)
+        } else {
+            String::new()
+        };
+        let (tid, rcpus) = w
+            .rescuer
+            .as_ref()
+            .map_or((0, String::new()), |r| (r.tid, cpumask_str(&r.cpus)));
+        let _ = writeln!(
+            out,
+            "{:WQ_NAME_LEN$} {ucpus:ulen$} {tid:6} {rcpus:rlen$}",
+            w.name
+        );
+    }
+
+    heading(&mut out, "Unbound workqueue -> node_nr/max_active");
+    let _ = writeln!(out, "online_cpus={}", cpumask_str(&t.online));
+    for (n, c) in t.nodes.iter().enumerate() {
+        let _ = writeln!(out, "NODE[{n:02}]={}", cpumask_str(c));
+    }
+    let _ = writeln!(out);
+    let _ = write!(out, "[{:^w$}\\ min max", "workqueue", w = WQ_NAME_LEN - 2);
+    for n in 0..t.nodes.len() {
+        if n == 0 {
+            let _ = write!(out, "  NODE {n}");
+        } else {
+            let _ = write!(out, " {n:7}");
+        }
+    }
+    let _ = writeln!(out, " {:>7} ]", "all");
+    let _ = writeln!(out);
+    for w in s.workqueues.iter().filter(|w| w.unbound) {
+        let _ = write!(
+            out,
+            "{:WQ_NAME_LEN$} {:3} {:3}",
+            w.name, w.min_active, w.attrs.max_active
+        );
+        for (nr, max) in w.node_nr_active.iter().zip(&w.node_max_active) {
+            let _ = write!(out, " {nr:3}/{max:3}");
+        }
+        let nr: usize = w.node_nr_active.iter().sum();
+        let _ = writeln!(out, " {nr:3}/{:3}", w.attrs.max_active);
+    }
+
+    heading(&mut out, "Unbound workqueue -> attrs");
+    let _ = writeln!(
+        out,
+        "[{:^w$}\\ {:14} {:6} {:4} cpumask ]",
+        "workqueue",
+        "affinity_scope",
+        "strict",
+        "nice",
+        w = WQ_NAME_LEN - 2
+    );
+    for w in s.workqueues.iter().filter(|w| w.unbound) {
+        let a = &w.attrs;
+        let _ = writeln!(
+            out,
+            "{:WQ_NAME_LEN$} {:14} {:6} {:4} {}",
+            w.name,
+            a.affinity_scope.name(),
+            u8::from(a.affinity_strict),
+            a.nice,
+            cpumask_str(&a.cpumask)
+        );
+    }
+    out
+}
+
+/// The counters `wq_monitor.py` shows, for one workqueue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    started: u64,
+    completed: u64,
+    cpu_time_ns: u64,
+    cpu_intensive: u64,
+    cm_wakeup: u64,
+    repatriated: u64,
+    mayday: u64,
+    rescued: u64,
+}
+
+impl Counts {
+    fn of(w: &WorkqueueSnap) -> Counts {
+        let s = &w.stats;
+        Counts {
+            started: s.started,
+            completed: s.completed,
+            cpu_time_ns: s.cpu_time_ns,
+            cpu_intensive: s.cpu_intensive,
+            cm_wakeup: s.cm_wakeup,
+            repatriated: s.repatriated,
+            mayday: s.mayday,
+            rescued: s.rescued,
+        }
+    }
+
+    fn minus(self, o: Counts) -> Counts {
+        Counts {
+            started: self.started.saturating_sub(o.started),
+            completed: self.completed.saturating_sub(o.completed),
+            cpu_time_ns: self.cpu_time_ns.saturating_sub(o.cpu_time_ns),
+            cpu_intensive: self.cpu_intensive.saturating_sub(o.cpu_intensive),
+            cm_wakeup: self.cm_wakeup.saturating_sub(o.cm_wakeup),
+            repatriated: self.repatriated.saturating_sub(o.repatriated),
+            mayday: self.mayday.saturating_sub(o.mayday),
+            rescued: self.rescued.saturating_sub(o.rescued),
+        }
+    }
+}
+
+/// `wq_monitor.py`'s header line.
+pub fn monitor_header() -> String {
+    format!(
+        "{:>24} {:>8} {:>5} {:>8} {:>7} {:>7} {:>7} {:>7}",
+        "", "total", "infl", "CPUtime", "CPUitsv", "CMW/RPR", "mayday", "rescued"
+    )
+}
+
+/// One row: `c` are the counters to show (totals or deltas), `infl` the
+/// items in flight now.
+fn monitor_row(w: &WorkqueueSnap, c: Counts, infl: u64) -> String {
+    let dash = || "-".to_string();
+    let (itsv, cmw) = if w.unbound {
+        (dash(), c.repatriated.to_string())
+    } else {
+        (c.cpu_intensive.to_string(), c.cm_wakeup.to_string())
+    };
+    let (mayday, rescued) = if w.mem_reclaim {
+        (c.mayday.to_string(), c.rescued.to_string())
+    } else {
+        (dash(), dash())
+    };
+    let name: String = {
+        let n: Vec<char> = w.name.chars().collect();
+        n[n.len().saturating_sub(24)..].iter().collect()
+    };
+    format!(
+        "{name:24} {:8} {infl:5} {:8.1} {itsv:>7} {cmw:>7} {mayday:>7} {rescued:>7}",
+        c.started,
+        c.cpu_time_ns as f64 / 1e9,
+    )
+}
+
+/// A table of `cur`, with deltas against `prev` when given.
+pub fn render_monitor(prev: Option<&Snapshot>, cur: &Snapshot, filter: &Filter) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", monitor_header());
+    for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
+        let now = Counts::of(w);
+        let shown = match prev.and_then(|p| p.workqueues.iter().find(|x| x.name == w.name)) {
+            Some(p) => now.minus(Counts::of(p)),
+            None => now,
+        };
+        let _ = writeln!(out, "{}", monitor_row(w, shown, w.stats.in_flight));
+    }
+    out
+}
+
+/// `wq_monitor.py -j`'s record of one workqueue, plus the deltas since the
+/// previous sample.
+fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> serde_json::Value {
+    let c = Counts::of(w);
+    let obj = |c: Counts| {
+        serde_json::json!({
+            "started": c.started,
+            "completed": c.completed,
+            "cpu_time": c.cpu_time_ns / 1000,
+            "cpu_intensive": c.cpu_intensive,
+            "cm_wakeup": c.cm_wakeup,
+            "repatriated": c.repatriated,
+            "mayday": c.mayday,
+            "rescued": c.rescued,
+        })
+    };
+    let mut v = obj(c);
+    let m = v.as_object_mut().expect("an object");
+    m.insert(
+        "timestamp".into(),
+        (cur.taken_unix_ms as f64 / 1000.0).into(),
+    );
+    m.insert("name".into(), w.name.clone().into());
+    m.insert("unbound".into(), w.unbound.into());
+    m.insert("mem_reclaim".into(), w.mem_reclaim.into());
+    m.insert("in_flight".into(), w.stats.in_flight.into());
+    if let Some(p) = prev.and_then(|p| p.workqueues.iter().find(|x| x.name == w.name)) {
+        m.insert("delta".into(), obj(c.minus(Counts::of(p))));
+        m.insert(
+            "delta_secs".into(),
+            (cur.taken_unix_ms
+                .saturating_sub(prev.map_or(0, |p| p.taken_unix_ms)) as f64
+                / 1000.0)
+                .into(),
+        );
+    }
+    v
+}
+
+/// Workqueue name patterns (`wq_monitor.py`'s REGEX arguments).
+pub struct Filter(Option<regex_lite::Regex>);
+
+impl Filter {
+    /// Any of `patterns`; none matches everything.
+    pub fn new(patterns: &[String]) -> Result<Filter, String> {
+        if patterns.is_empty() {
+            return Ok(Filter(None));
+        }
+        let re = patterns.join("|");
+        regex_lite::Regex::new(&re)
+            .map(|r| Filter(Some(r)))
+            .map_err(|e| format!("bad workqueue pattern {re:?}: {e}"))
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        self.0.as_ref().is_none_or(|r| r.is_match(name))
+    }
+}
+
+/// Runs `cmwq monitor`.
+pub fn monitor(a: MonitorArgs) -> Result<(), String> {
+    if !(a.interval.is_finite() && a.interval >= 0.0) {
+        return Err(format!("--interval {}: expected seconds >= 0", a.interval));
+    }
+    let filter = Filter::new(&a.patterns)?;
+    let mut client = Client::connect(a.pid).map_err(|e| e.to_string())?;
+    let mut prev: Option<Snapshot> = None;
+    let mut shown = 0u64;
+    let period = Duration::from_secs_f64(a.interval);
+    let mut next = Instant::now();
+    let stdout = std::io::stdout();
+    loop {
+        let cur = match client.snapshot() {
+            Ok(s) => s,
+            Err(e) if shown > 0 => {
+                eprintln!("cmwq monitor: pid {} stopped answering: {e}", a.pid);
+                return Ok(());
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let mut text = String::new();
+        if a.json {
+            for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
+                let _ = writeln!(text, "{}", monitor_json(prev.as_ref(), &cur, w));
+            }
+        } else {
+            text = render_monitor(prev.as_ref(), &cur, &filter);
+            if shown == 0 && a.interval > 0.0 {
+                text.insert_str(
+                    0,
+                    "\n# the first table shows totals; each later one, what changed over the interval\n",
+                );
+            }
+        }
+        {
+            let mut o = stdout.lock();
+            if o.write_all(text.as_bytes())
+                .and_then(|_| o.flush())
+                .is_err()
+            {
+                return Ok(()); // stdout closed (a pager quit)
+            }
+        }
+        shown += 1;
+        if a.interval == 0.0 || a.count.is_some_and(|n| shown >= n) {
+            return Ok(());
+        }
+        prev = Some(cur);
+        next += period;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        } else {
+            next = now;
+        }
+    }
+}
+
+/// Runs `cmwq set`.
+pub fn set(a: SetArgs) -> Result<(), String> {
+    let mut c = Client::connect(a.pid).map_err(|e| e.to_string())?;
+    let attrs = c
+        .set(&a.workqueue, &a.knob, &a.value)
+        .map_err(|e| e.to_string())?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&attrs).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "{}: affinity_scope={} affinity_strict={} cpumask={} nice={} max_active={}",
+            a.workqueue,
+            attrs.affinity_scope.name(),
+            u8::from(attrs.affinity_strict),
+            cpumask_str(&attrs.cpumask),
+            attrs.nice,
+            attrs.max_active
+        );
+    }
+    Ok(())
+}
+
+/// Runs `cmwq ps`.
+pub fn ps(a: PsArgs) -> Result<(), String> {
+    let pruned = if a.prune { control::prune_stale() } else { 0 };
+    let procs = control::list_processes();
+    let rows: Vec<serde_json::Value> = procs
+        .iter()
+        .map(|p| {
+            let (wqs, pools, state) = if !p.alive {
+                (None, None, "stale".to_string())
+            } else {
+                match Client::connect_path(&p.socket).and_then(|mut c| c.snapshot()) {
+                    Ok(s) => (
+                        Some(s.workqueues.len()),
+                        Some(s.pools.len()),
+                        "serving".into(),
+                    ),
+                    Err(e) => (None, None, format!("unreachable: {e}")),
+                }
+            };
+            serde_json::json!({
+                "pid": p.pid,
+                "comm": p.comm,
+                "state": state,
+                "workqueues": wqs,
+                "pools": pools,
+                "socket": p.socket,
+            })
+        })
+        .collect();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!("control sockets in {}", control::socket_dir().display());
+    println!(
+        "{:>8} {:16} {:>4} {:>5}  state",
+        "PID", "COMM", "WQS", "POOLS"
+    );
+    let opt = |v: &serde_json::Value| v.as_u64().map_or("-".into(), |n| n.to_string());
+    for r in &rows {
+        println!(
+            "{:>8} {:16} {:>4} {:>5}  {}",
+            opt(&r["pid"]),
+            r["comm"].as_str().unwrap_or("?"),
+            opt(&r["workqueues"]),
+            opt(&r["pools"]),
+            r["state"].as_str().unwrap_or("")
+        );
+    }
+    if rows.is_empty() {
+        println!("(none: start a process with CMWQ_CONTROL=1, or call cmwq::control::serve())");
+    }
+    let stale = procs.iter().filter(|p| !p.alive).count();
+    if stale > 0 {
+        println!("{stale} stale socket(s): `cmwq ps --prune` removes them");
+    }
+    if pruned > 0 {
+        println!("removed {pruned} stale socket(s)");
+    }
+    Ok(())
+}
+
+/// Runs the hidden `__control-child`: four workqueues with work flowing, the
+/// control endpoint served, "ready <socket>" on stdout; each stdin line
+/// `snapshot` prints the process's own snapshot as one JSON line; EOF or
+/// `exit` ends it.
+pub fn child(a: ChildArgs) -> Result<(), String> {
+    use cmwq::topology::Scope;
+    use cmwq::{Work, Workqueue};
+    let e = |e: cmwq::Error| e.to_string();
+    let wqs = vec![
+        Workqueue::builder("ctl_bound").build().map_err(e)?,
+        Workqueue::builder("ctl_unbound")
+            .unbound()
+            .affinity_scope(Scope::Cpu)
+            .build()
+            .map_err(e)?,
+        Workqueue::builder("ctl_ordered")
+            .ordered()
+            .build()
+            .map_err(e)?,
+        Workqueue::builder("ctl_reclaim")
+            .unbound()
+            .mem_reclaim()
+            .build()
+            .map_err(e)?,
+    ];
+    let path = control::serve().map_err(e)?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let feeder = {
+        let stop = stop.clone();
+        let wqs = wqs.clone();
+        std::thread::spawn(move || {
+            let works: Vec<Vec<Work>> = wqs
+                .iter()
+                .map(|_| {
+                    (0..4)
+                        .map(|_| {
+                            Work::new(|| {
+                                std::hint::black_box((0..200u64).sum::<u64>());
+                            })
+                        })
+                        .collect()
+                })
+                .collect();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for (wq, ws) in wqs.iter().zip(&works) {
+                    for w in ws {
+                        wq.queue(w);
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(a.period_us));
+            }
+        })
+    };
+    println!("ready {}", path.display());
+    let _ = std::io::stdout().flush();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        match line.trim() {
+            "snapshot" => {
+                let s = cmwq::snapshot();
+                println!("{}", serde_json::to_string(&s).map_err(|e| e.to_string())?);
+                let _ = std::io::stdout().flush();
+            }
+            "exit" => break,
+            _ => {}
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = feeder.join();
+    for wq in &wqs {
+        wq.flush();
+    }
+    control::stop();
+    Ok(())
+}

@@ -1,0 +1,380 @@
+//! `cmwq dump`, `monitor`, `set` and `ps` against a real child process with
+//! a few busy workqueues (`cmwq __control-child`), over its control socket.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cmwq::snapshot::{Snapshot, WorkqueueSnap};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cmwq");
+
+struct Proc {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    pid: u32,
+    dir: std::path::PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Proc {
+    fn start() -> Proc {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("ctl");
+        let mut child = Command::new(BIN)
+            .arg("__control-child")
+            .env("CMWQ_CONTROL_DIR", &dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.starts_with("ready "), "child said {line:?}");
+        let pid = child.id();
+        assert!(line.trim().ends_with(&format!("{pid}.sock")), "{line}");
+        Proc {
+            child,
+            stdin,
+            stdout,
+            pid,
+            dir,
+            _tmp: tmp,
+        }
+    }
+
+    /// The child's snapshot of itself.
+    fn own_snapshot(&mut self) -> Snapshot {
+        writeln!(self.stdin, "snapshot").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn cmwq(&self, args: &[&str]) -> std::process::Output {
+        Command::new(BIN)
+            .args(args)
+            .env("CMWQ_CONTROL_DIR", &self.dir)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.cmwq(args);
+        assert!(
+            o.status.success(),
+            "cmwq {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    fn err(&self, args: &[&str]) -> String {
+        let o = self.cmwq(args);
+        assert!(!o.status.success(), "cmwq {args:?} should fail");
+        String::from_utf8(o.stderr).unwrap()
+    }
+
+    fn dump(&self) -> Snapshot {
+        let pid = self.pid.to_string();
+        serde_json::from_str(&self.ok(&["dump", "--pid", &pid, "--json"])).unwrap()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "exit");
+        let _ = self.stdin.flush();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+    }
+}
+
+fn wq<'a>(s: &'a Snapshot, name: &str) -> &'a WorkqueueSnap {
+    s.workqueues
+        .iter()
+        .find(|w| w.name == name)
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// What does not change while work flows: the shape of the process.
+fn shape(s: &Snapshot) -> String {
+    let wqs: Vec<_> = s
+        .workqueues
+        .iter()
+        .map(|w| {
+            (
+                &w.name,
+                &w.kind,
+                w.flags,
+                &w.cpu_pool,
+                w.dfl_pool,
+                &w.attrs,
+                w.rescuer.as_ref().map(|r| r.tid),
+            )
+        })
+        .collect();
+    let pools: Vec<_> = s
+        .pools
+        .iter()
+        .map(|p| (p.id, p.cpu, &p.cpus, &p.pod_cpus, p.nice, &p.policy))
+        .collect();
+    format!("{:?}\n{wqs:?}\n{pools:?}", s.topology)
+}
+
+#[test]
+fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
+    let mut p = Proc::start();
+    let pid = p.pid.to_string();
+
+    // ps lists it, serving.
+    let ps: serde_json::Value = serde_json::from_str(&p.ok(&["ps", "--json"])).unwrap();
+    let me = ps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == p.pid)
+        .expect("the child is listed");
+    assert_eq!(me["state"], "serving");
+    assert!(me["workqueues"].as_u64().unwrap() >= 4);
+
+    // The dump is the child's own picture.
+    let own = p.own_snapshot();
+    let dumped = p.dump();
+    assert_eq!(dumped.pid, p.pid);
+    assert_eq!(shape(&dumped), shape(&own));
+    assert_eq!(wq(&dumped, "ctl_reclaim").kind, "unbound");
+    assert_eq!(wq(&dumped, "ctl_ordered").kind, "ordered");
+    assert_eq!(wq(&dumped, "ctl_bound").kind, "percpu");
+    let tid = wq(&dumped, "ctl_reclaim").rescuer.as_ref().unwrap().tid;
+    assert!(tid > 0);
+
+    // The text has wq_dump.py's sections and rows.
+    let text = p.ok(&["dump", "--pid", &pid]);
+    for section in [
+        "Affinity Scopes",
+        "Worker Pools",
+        "Workqueue CPU -> pool",
+        "Workqueue -> rescuer",
+        "Unbound workqueue -> node_nr/max_active",
+    ] {
+        assert!(
+            text.contains(&format!("{section}\n")),
+            "{section} missing:\n{text}"
+        );
+    }
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("ctl_unbound "))
+        .unwrap();
+    assert!(row.contains(" unbound "), "{row}");
+    let resc = text
+        .lines()
+        .find(|l| l.starts_with("ctl_reclaim ") && l.contains(&tid.to_string()))
+        .is_some();
+    assert!(resc, "rescuer row with tid {tid}:\n{text}");
+
+    // Move ctl_unbound from per-CPU pods to one system pod, live.
+    let before = wq(&dumped, "ctl_unbound").clone();
+    let out = p.ok(&[
+        "set",
+        "--pid",
+        &pid,
+        "ctl_unbound",
+        "affinity_scope",
+        "system",
+    ]);
+    assert!(out.contains("affinity_scope=system"), "{out}");
+    let new_pool = {
+        let s = p.dump();
+        let w = wq(&s, "ctl_unbound");
+        assert_eq!(w.attrs.affinity_scope, cmwq::topology::Scope::System);
+        let d = w.dfl_pool.unwrap();
+        let pool = s.pools.iter().find(|q| q.id == d).unwrap();
+        assert_eq!(
+            pool.pod_cpus, s.topology.online,
+            "the system pod spans every CPU"
+        );
+        d
+    };
+    // Work flows through the new pool's pwq; the old pwqs retire.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = p.dump();
+        let w = wq(&s, "ctl_unbound");
+        let started_new: u64 = w
+            .pwqs
+            .iter()
+            .filter(|q| q.pool == new_pool && q.state == "live")
+            .map(|q| q.started)
+            .sum();
+        let old_live = w
+            .pwqs
+            .iter()
+            .filter(|q| q.state == "live" && q.pool != new_pool)
+            .count();
+        if started_new > 10 && old_live == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "work did not move to pool {new_pool}: {:?} (before: {:?})",
+            w.pwqs,
+            before.pwqs
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Bad writes are refused with the reason, and change nothing.
+    for (args, reason) in [
+        (vec!["ctl_bound", "affinity_scope", "cpu"], "is bound"),
+        (vec!["ctl_unbound", "nice", "99"], "out of range"),
+        (vec!["ctl_unbound", "colour", "1"], "unknown knob"),
+        (vec!["nope", "nice", "0"], "no workqueue named"),
+    ] {
+        let mut a = vec!["set", "--pid", &pid];
+        a.extend(args.iter().copied());
+        let e = p.err(&a);
+        assert!(e.contains(reason), "{a:?}: {e}");
+    }
+    assert_eq!(
+        wq(&p.dump(), "ctl_unbound").attrs.affinity_scope,
+        cmwq::topology::Scope::System
+    );
+}
+
+#[test]
+fn monitor_prints_wq_monitor_tables_and_json_deltas() {
+    let p = Proc::start();
+    let pid = p.pid.to_string();
+    let once = p.ok(&["monitor", "--pid", &pid, "-i", "0"]);
+    let header = once.lines().find(|l| l.contains("total")).unwrap();
+    for col in [
+        "total", "infl", "CPUtime", "CPUitsv", "CMW/RPR", "mayday", "rescued",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    let row = |name: &str| {
+        once.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} row:\n{once}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    // Per-CPU queues show CPUitsv; unbound ones a dash; only MEM_RECLAIM queues mayday.
+    let b = row("ctl_bound");
+    assert_ne!(b[4], "-");
+    assert_eq!(b[6], "-");
+    let r = row("ctl_reclaim");
+    assert_eq!(r[4], "-");
+    assert_ne!(r[6], "-");
+
+    let js = p.ok(&[
+        "monitor",
+        "--pid",
+        &pid,
+        "-i",
+        "0.3",
+        "--count",
+        "2",
+        "-j",
+        "^ctl_bound$",
+    ]);
+    let recs: Vec<serde_json::Value> = js
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 2, "{js}");
+    assert!(recs.iter().all(|r| r["name"] == "ctl_bound"));
+    assert!(recs[0].get("delta").is_none());
+    let d = &recs[1]["delta"];
+    let total1 = recs[1]["started"].as_u64().unwrap();
+    let total0 = recs[0]["started"].as_u64().unwrap();
+    assert_eq!(d["started"].as_u64().unwrap(), total1 - total0);
+    assert!(total1 > total0, "work flows in the child");
+
+    let e = p.err(&["monitor", "--pid", &pid, "--interval=-1"]);
+    assert!(e.contains("--interval"), "{e}");
+    let e = p.err(&["monitor", "--pid", &pid, "-i", "0", "("]);
+    assert!(e.contains("bad workqueue pattern"), "{e}");
+}
+
+#[test]
+fn other_users_and_missing_endpoints_are_refused_clearly() {
+    let p = Proc::start();
+    let pid = p.pid.to_string();
+    // A process that serves nothing, and one that does not exist.
+    let me = std::process::id().to_string();
+    let e = p.err(&["dump", "--pid", &me]);
+    assert!(e.contains("serves no control endpoint"), "{e}");
+    let e = p.err(&["dump", "--pid", "999999999"]);
+    assert!(e.contains("no such process"), "{e}");
+
+    // Another uid: only possible to try as root (setuid to nobody).
+    if cmwq::sched::euid() == 0 {
+        use std::os::unix::process::CommandExt;
+        let o = Command::new(BIN)
+            .args(["dump", "--pid", &pid])
+            .env("CMWQ_CONTROL_DIR", &p.dir)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "nobody read root's workqueues");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.contains("another user") || e.contains("ermission denied"),
+            "{e}"
+        );
+    } else {
+        eprintln!("not root: the other-uid refusal is covered in-process (control_proto.rs)");
+    }
+    // The child still serves.
+    assert!(p.ok(&["ps"]).contains("serving"));
+}
+
+#[test]
+fn cmwq_control_env_starts_the_endpoint_and_ps_prunes_what_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ctl");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(BIN);
+        c.args(args).env("CMWQ_CONTROL_DIR", &dir);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    // `cmwq dump` builds the system workqueues; CMWQ_CONTROL=1 serves them.
+    let o = run(&["dump", "--json"], &[("CMWQ_CONTROL", "1")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: Snapshot = serde_json::from_slice(&o.stdout).unwrap();
+    let sock = dir.join(format!("{}.sock", s.pid));
+    assert!(sock.exists(), "CMWQ_CONTROL=1 made {}", sock.display());
+    // That process has exited: its socket is stale until pruned.
+    let out = String::from_utf8(run(&["ps"], &[]).stdout).unwrap();
+    assert!(out.contains("stale"), "{out}");
+    let out = String::from_utf8(run(&["ps", "--prune"], &[]).stdout).unwrap();
+    assert!(out.contains("removed 1"), "{out}");
+    assert!(!sock.exists());
+    // Without the variable nothing is served.
+    let o = run(&["dump", "--json"], &[]);
+    let s: Snapshot = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!dir.join(format!("{}.sock", s.pid)).exists());
+    // A bad value is an error naming the variable.
+    let o = run(&["dump"], &[("CMWQ_CONTROL", "yes")]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("CMWQ_CONTROL=\"yes\""), "{e}");
+}

@@ -1,0 +1,501 @@
+//! The control endpoint: `wq_dump.py`, `wq_monitor.py` and the sysfs knobs for
+//! a running process.
+//!
+//! The kernel lets an engineer read its workqueues with drgn and tune unbound
+//! ones through sysfs while they run. A process using cmwq opts into the same
+//! with [`serve()`] (or `CMWQ_CONTROL=1`, read when the first workqueue is
+//! built): a thread listens on a Unix socket, `<pid>.sock` in [`socket_dir()`],
+//! and answers the requests of [`proto`] — a [`Snapshot`](crate::Snapshot), or
+//! a knob to write. `cmwq dump`, `cmwq monitor`, `cmwq set` and `cmwq ps` are
+//! its clients ([`Client`], [`list_processes`]).
+//!
+//! # Who may talk to it
+//!
+//! Only the process's own user. Three fences, each enough alone against other
+//! users: the directory is created mode 0700 and must be owned by us with no
+//! group or other access (a directory someone else prepared is refused, not
+//! used); the socket is mode 0600; and every connection's peer uid is read with
+//! `SO_PEERCRED` (set by the kernel at `connect`, it cannot be forged) and a
+//! connection from another uid gets one error line and is closed before any
+//! request is read.
+//!
+//! # What a client cannot do to the process
+//!
+//! A request line longer than [`proto::MAX_REQUEST`] is refused and the
+//! connection closed, so memory per connection is bounded; at most
+//! [`MAX_CONNECTIONS`] connections are served at once, each on its own thread
+//! with a read timeout, so a stalled client holds one thread for at most
+//! [`IDLE_TIMEOUT`]; a request that is not JSON, not UTF-8 or not a known
+//! operation gets an error reply and the connection stays usable; the handler
+//! runs under `catch_unwind`, so even a bug in it costs one error reply, never
+//! the server thread.
+//!
+//! # Cost when off
+//!
+//! Nothing: no thread, no socket, and `build()` reads one cached flag.
+
+pub mod proto;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::sched;
+use crate::snapshot::Snapshot;
+use crate::workqueue::WqAttrs;
+pub use proto::{KNOBS, MAX_REQUEST, Request, Response, parse_hex_cpumask};
+
+/// Connections served at once; more are told the server is busy.
+pub const MAX_CONNECTIONS: usize = 16;
+/// A connection that sends nothing for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn ctl_err(what: impl Into<String>, reason: impl ToString) -> Error {
+    Error::Control {
+        what: what.into(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The directory of the sockets: `$CMWQ_CONTROL_DIR` if set, else
+/// `$XDG_RUNTIME_DIR/cmwq`, else `cmwq-<uid>` in the temporary directory.
+pub fn socket_dir() -> PathBuf {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(d) = var("CMWQ_CONTROL_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(x) = var("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && x.is_dir()
+    {
+        return x.join("cmwq");
+    }
+    std::env::temp_dir().join(format!("cmwq-{}", sched::euid()))
+}
+
+/// The socket of process `pid`.
+pub fn socket_path(pid: u32) -> PathBuf {
+    socket_dir().join(format!("{pid}.sock"))
+}
+
+/// Creates `dir` (mode 0700) if needed and checks that it is ours and private.
+fn private_dir(dir: &Path) -> Result<(), Error> {
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        return Err(ctl_err(format!("create {}", dir.display()), e));
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| ctl_err(dir.display().to_string(), e))?;
+    let what = || format!("socket directory {}", dir.display());
+    if !m.file_type().is_dir() {
+        return Err(ctl_err(what(), "not a directory (a symlink?)"));
+    }
+    if m.uid() != sched::euid() {
+        return Err(ctl_err(
+            what(),
+            format!(
+                "owned by uid {}, not by us (uid {})",
+                m.uid(),
+                sched::euid()
+            ),
+        ));
+    }
+    if m.mode() & 0o077 != 0 {
+        return Err(ctl_err(
+            what(),
+            format!(
+                "mode {:o} lets others in; it must be 0700",
+                m.mode() & 0o777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A running control server; stops and removes its socket when dropped.
+pub struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// The socket it listens on.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop with a connection of our own.
+        let _ = UnixStream::connect(&self.path);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("path", &self.path).finish()
+    }
+}
+
+static GLOBAL: Mutex<Option<Server>> = Mutex::new(None);
+
+/// Starts this process's control endpoint (once; later calls return the same
+/// socket) and returns the socket's path.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("cmwq-doc-{}", std::process::id()));
+/// let server = cmwq::control::serve_at(&dir.join("me.sock"), None).unwrap();
+/// let mut c = cmwq::control::Client::connect_path(server.path()).unwrap();
+/// assert_eq!(c.ping().unwrap(), std::process::id());
+/// ```
+pub fn serve() -> Result<PathBuf, Error> {
+    let mut g = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = g.as_ref() {
+        return Ok(s.path.clone());
+    }
+    prune_stale();
+    let s = serve_at(&socket_path(std::process::id()), None)?;
+    let p = s.path.clone();
+    *g = Some(s);
+    Ok(p)
+}
+
+/// The socket of this process's endpoint, if it serves one.
+pub fn serving() -> Option<PathBuf> {
+    GLOBAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|s| s.path.clone())
+}
+
+/// Stops this process's endpoint and removes its socket.
+pub fn stop() {
+    let s = GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).take();
+    drop(s);
+}
+
+/// `CMWQ_CONTROL=1`: start the endpoint once; a failure is reported on stderr,
+/// not to the workqueue's builder (a debugging aid must not stop a service).
+pub(crate) fn autostart() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Err(e) = serve() {
+            eprintln!("cmwq: CMWQ_CONTROL=1 but the control endpoint did not start: {e}");
+        }
+    });
+}
+
+/// Serves on `path` in a server of its own (tests, embedding); `owner` is the
+/// uid allowed to connect (default: ours). The socket's directory is created
+/// private if missing and must be ours and private if present.
+pub fn serve_at(path: &Path, owner: Option<u32>) -> Result<Server, Error> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    private_dir(dir)?;
+    // A socket left by a dead process of the same pid, or a previous server.
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_dir() => {
+            return Err(ctl_err(path.display().to_string(), "is a directory"));
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(path);
+        }
+        Err(_) => {}
+    }
+    let listener =
+        UnixListener::bind(path).map_err(|e| ctl_err(format!("bind {}", path.display()), e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| ctl_err(format!("chmod {}", path.display()), e))?;
+    let owner = owner.unwrap_or_else(sched::euid);
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("cmwq-control".into())
+        .spawn(move || accept_loop(listener, owner, st))
+        .map_err(|e| ctl_err("start the control thread", e))?;
+    Ok(Server {
+        path: path.to_path_buf(),
+        stop,
+        thread: Some(thread),
+    })
+}
+
+fn accept_loop(listener: UnixListener, owner: u32, stop: Arc<AtomicBool>) {
+    let live = Arc::new(AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(mut conn) = conn else {
+            // EMFILE and the like: back off instead of spinning.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        if live.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            live.fetch_sub(1, Ordering::SeqCst);
+            let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = conn.write_all(
+                &Response::err(format!(
+                    "busy: {MAX_CONNECTIONS} connections are open; try again"
+                ))
+                .to_line(),
+            );
+            continue;
+        }
+        let l = live.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cmwq-control-conn".into())
+            .spawn(move || {
+                serve_conn(conn, owner);
+                l.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Serves one connection until EOF, an oversized line, a timeout or an error.
+fn serve_conn(conn: UnixStream, owner: u32) {
+    let _ = conn.set_read_timeout(Some(IDLE_TIMEOUT));
+    let _ = conn.set_write_timeout(Some(IDLE_TIMEOUT));
+    let Ok(mut out) = conn.try_clone() else {
+        return;
+    };
+    match sched::peer_uid(conn.as_fd()) {
+        Ok(uid) if uid == owner => {}
+        Ok(uid) => {
+            let _ = out.write_all(
+                &Response::err(format!(
+                    "permission denied: peer uid {uid} is not the owner uid {owner}"
+                ))
+                .to_line(),
+            );
+            return;
+        }
+        Err(e) => {
+            let _ = out.write_all(&Response::err(format!("SO_PEERCRED: {e}")).to_line());
+            return;
+        }
+    }
+    let mut reader = BufReader::new(conn);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = match reader
+            .by_ref()
+            .take(MAX_REQUEST as u64)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        // A line without its newline is either too long (refused) or the
+        // last one before EOF (answered, then the connection ends).
+        if line.last() != Some(&b'\n') && n >= MAX_REQUEST {
+            let _ = out.write_all(
+                &Response::err(format!(
+                    "request too large: more than {MAX_REQUEST} bytes without a newline"
+                ))
+                .to_line(),
+            );
+            return;
+        }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        let resp = std::panic::catch_unwind(|| proto::handle_line(body))
+            .unwrap_or_else(|_| Response::err("internal error while handling the request"));
+        if out.write_all(&resp.to_line()).is_err() {
+            return;
+        }
+        if line.last() != Some(&b'\n') {
+            return;
+        }
+    }
+}
+
+/// A connection to a process's control endpoint.
+#[derive(Debug)]
+pub struct Client {
+    out: UnixStream,
+    reader: BufReader<UnixStream>,
+    path: PathBuf,
+}
+
+impl Client {
+    /// Connects to process `pid` (its socket in [`socket_dir()`]).
+    pub fn connect(pid: u32) -> Result<Client, Error> {
+        let path = socket_path(pid);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let hint = if Path::new(&format!("/proc/{pid}")).exists() {
+                    "the process runs but serves no control endpoint (start it with CMWQ_CONTROL=1 or call cmwq::control::serve())"
+                } else {
+                    "no such process"
+                };
+                return Err(ctl_err(
+                    format!("connect to pid {pid}"),
+                    format!("{} does not exist: {hint}", path.display()),
+                ));
+            }
+            Err(e) => {
+                return Err(ctl_err(
+                    format!("connect to pid {pid}"),
+                    format!("{}: {e} (it belongs to another user)", path.display()),
+                ));
+            }
+        }
+        Client::connect_path(&path)
+    }
+
+    /// Connects to the endpoint listening on `path`.
+    pub fn connect_path(path: &Path) -> Result<Client, Error> {
+        let what = || format!("connect to {}", path.display());
+        let s = UnixStream::connect(path).map_err(|e| {
+            let reason = match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    format!("{e} (a stale socket: its process has exited)")
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    format!("{e} (the socket belongs to another user)")
+                }
+                _ => e.to_string(),
+            };
+            ctl_err(what(), reason)
+        })?;
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
+        let out = s.try_clone().map_err(|e| ctl_err(what(), e))?;
+        Ok(Client {
+            out,
+            reader: BufReader::new(s),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Sends raw bytes (a newline is added if missing) and returns the raw
+    /// reply line.
+    #[doc(hidden)]
+    pub fn raw(&mut self, line: &[u8]) -> Result<String, Error> {
+        let what = || format!("request to {}", self.path.display());
+        let mut v = line.to_vec();
+        if v.last() != Some(&b'\n') {
+            v.push(b'\n');
+        }
+        self.out.write_all(&v).map_err(|e| ctl_err(what(), e))?;
+        let mut reply = String::new();
+        match self.reader.read_line(&mut reply) {
+            Ok(0) => Err(ctl_err(what(), "the server closed the connection")),
+            Ok(_) => Ok(reply),
+            Err(e) => Err(ctl_err(what(), e)),
+        }
+    }
+
+    fn request(&mut self, req: &Request) -> Result<Response, Error> {
+        let line = serde_json::to_vec(req).map_err(|e| ctl_err("encode request", e))?;
+        let reply = self.raw(&line)?;
+        let resp: Response = serde_json::from_str(&reply).map_err(|e| {
+            ctl_err(
+                format!("reply from {}", self.path.display()),
+                format!("not a cmwq control reply ({e})"),
+            )
+        })?;
+        if resp.ok {
+            Ok(resp)
+        } else {
+            Err(ctl_err(
+                format!("pid {}", resp.pid),
+                resp.error.unwrap_or_else(|| "refused".into()),
+            ))
+        }
+    }
+
+    /// Checks the server answers; returns its pid.
+    pub fn ping(&mut self) -> Result<u32, Error> {
+        Ok(self.request(&Request::Ping)?.pid)
+    }
+
+    /// The process's [`Snapshot`].
+    pub fn snapshot(&mut self) -> Result<Snapshot, Error> {
+        self.request(&Request::Snapshot)?
+            .snapshot
+            .ok_or_else(|| ctl_err("snapshot", "the reply carries no snapshot"))
+    }
+
+    /// Writes a knob of the workqueue `workqueue` (see [`proto`]); returns its
+    /// attributes after the change.
+    pub fn set(&mut self, workqueue: &str, knob: &str, value: &str) -> Result<WqAttrs, Error> {
+        self.request(&Request::Set {
+            workqueue: workqueue.into(),
+            knob: knob.into(),
+            value: value.into(),
+        })?
+        .attrs
+        .ok_or_else(|| ctl_err("set", "the reply carries no attributes"))
+    }
+}
+
+/// A control socket found in [`socket_dir()`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ProcessEntry {
+    /// The process id the socket is named by.
+    pub pid: u32,
+    /// The socket.
+    pub socket: PathBuf,
+    /// The process's command name, if it runs.
+    pub comm: Option<String>,
+    /// The process exists (else the socket is stale).
+    pub alive: bool,
+}
+
+/// The control sockets of this user, by pid.
+pub fn list_processes() -> Vec<ProcessEntry> {
+    let Ok(rd) = std::fs::read_dir(socket_dir()) else {
+        return Vec::new();
+    };
+    let mut v: Vec<ProcessEntry> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let pid: u32 = name.strip_suffix(".sock")?.parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .map(|s| s.trim().to_string());
+            Some(ProcessEntry {
+                pid,
+                socket: e.path(),
+                alive: comm.is_some(),
+                comm,
+            })
+        })
+        .collect();
+    v.sort_by_key(|e| e.pid);
+    v
+}
+
+/// Removes the sockets of processes that no longer exist; returns how many.
+pub fn prune_stale() -> usize {
+    list_processes()
+        .into_iter()
+        .filter(|e| !e.alive)
+        .filter(|e| std::fs::remove_file(&e.socket).is_ok())
+        .count()
+}

@@ -1,0 +1,294 @@
+//! The control protocol: one JSON object a line each way.
+//!
+//! ```text
+//! -> {"op":"ping"}
+//! <- {"ok":true,"pid":4242,"version":1}
+//! -> {"op":"snapshot"}
+//! <- {"ok":true,"pid":4242,"version":1,"snapshot":{...}}
+//! -> {"op":"set","workqueue":"io","knob":"affinity_scope","value":"numa"}
+//! <- {"ok":true,"pid":4242,"version":1,"attrs":{...}}
+//! <- {"ok":false,"pid":4242,"version":1,"error":"..."}
+//! ```
+//!
+//! Knobs and values are those of the kernel's sysfs files
+//! (`/sys/devices/virtual/workqueue/<wq>/`): `affinity_scope` (a scope name or
+//! `default`), `affinity_strict` (`0`/`1`), `cpumask` (a hex mask, 32-bit words
+//! separated by commas, most significant first), `nice` (−20..=19) and
+//! `max_active`; plus `cpus`, the same as `cpumask` written as a cpu list.
+//! Everything but `max_active` applies to unbound workqueues only.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Workqueue;
+use crate::snapshot::{SNAPSHOT_VERSION, Snapshot};
+use crate::topology::{Scope, parse_cpulist};
+use crate::workqueue::WqAttrs;
+
+/// The longest request line accepted, in bytes (the newline included).
+pub const MAX_REQUEST: usize = 64 * 1024;
+
+/// The knobs `set` accepts.
+pub const KNOBS: [&str; 6] = [
+    "affinity_scope",
+    "affinity_strict",
+    "cpumask",
+    "cpus",
+    "nice",
+    "max_active",
+];
+
+/// A request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Is anybody there.
+    Ping,
+    /// A [`Snapshot`] of the process.
+    Snapshot,
+    /// Write a knob of a workqueue, as writing its sysfs file.
+    Set {
+        /// The workqueue's name.
+        workqueue: String,
+        /// One of [`KNOBS`].
+        knob: String,
+        /// The value, as it would be written to the sysfs file.
+        value: String,
+    },
+}
+
+/// A reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// The request was carried out.
+    pub ok: bool,
+    /// The serving process.
+    pub pid: u32,
+    /// [`SNAPSHOT_VERSION`] of the serving process.
+    pub version: u32,
+    /// Why not, when `ok` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The answer to `snapshot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Snapshot>,
+    /// The workqueue's attributes after a `set`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attrs: Option<WqAttrs>,
+}
+
+impl Response {
+    pub(crate) fn ok() -> Response {
+        Response {
+            ok: true,
+            pid: std::process::id(),
+            version: SNAPSHOT_VERSION,
+            error: None,
+            snapshot: None,
+            attrs: None,
+        }
+    }
+
+    pub(crate) fn err(msg: impl Into<String>) -> Response {
+        Response {
+            ok: false,
+            error: Some(msg.into()),
+            ..Response::ok()
+        }
+    }
+
+    /// The reply as one line, newline included.
+    pub(crate) fn to_line(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec(self).unwrap_or_else(|e| {
+            format!("{{\"ok\":false,\"pid\":0,\"version\":0,\"error\":\"encode: {e}\"}}")
+                .into_bytes()
+        });
+        v.push(b'\n');
+        v
+    }
+}
+
+/// Answers one request line (without its newline). Never panics on any input:
+/// bytes that are not a request get an error reply.
+#[doc(hidden)]
+pub fn handle_line(line: &[u8]) -> Response {
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t.trim(),
+        Err(e) => return Response::err(format!("malformed request: not UTF-8 ({e})")),
+    };
+    if text.is_empty() {
+        return Response::err("malformed request: empty line");
+    }
+    let req: Request = match serde_json::from_str(text) {
+        Ok(r) => r,
+        Err(e) => {
+            return Response::err(format!(
+                "malformed request: {e} (expected {{\"op\":\"ping\"|\"snapshot\"|\"set\", ...}})"
+            ));
+        }
+    };
+    match req {
+        Request::Ping => Response::ok(),
+        Request::Snapshot => Response {
+            snapshot: Some(crate::snapshot()),
+            ..Response::ok()
+        },
+        Request::Set {
+            workqueue,
+            knob,
+            value,
+        } => match set_knob(&workqueue, &knob, &value) {
+            Ok(attrs) => Response {
+                attrs: Some(attrs),
+                ..Response::ok()
+            },
+            Err(e) => Response::err(e),
+        },
+    }
+}
+
+/// Writes `knob` of the workqueue named `name`, as the sysfs file would.
+fn set_knob(name: &str, knob: &str, value: &str) -> Result<WqAttrs, String> {
+    if !KNOBS.contains(&knob) {
+        return Err(format!(
+            "unknown knob {knob:?}: expected one of {}",
+            KNOBS.join(", ")
+        ));
+    }
+    let mut found = crate::workqueue::find_by_name(name);
+    let wq = match found.len() {
+        0 => return Err(format!("no workqueue named {name:?}")),
+        1 => found.pop().expect("one"),
+        n => {
+            return Err(format!(
+                "{n} workqueues are named {name:?}: the knob would be ambiguous"
+            ));
+        }
+    };
+    apply(&wq, knob, value.trim()).map_err(|e| format!("{name}: {knob}={value:?} refused: {e}"))?;
+    Ok(wq.attrs())
+}
+
+fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
+    let e = |e: crate::Error| e.to_string();
+    match knob {
+        "affinity_scope" => {
+            let scope = if value == "default" {
+                crate::params::params().map_err(e)?.affinity_scope
+            } else {
+                value.parse::<Scope>().map_err(|_| {
+                    "expected cpu, smt, cache, cache_shard, numa, system or default".to_string()
+                })?
+            };
+            wq.set_affinity_scope(scope).map_err(e)
+        }
+        "affinity_strict" => {
+            let strict = match value {
+                "0" | "false" => false,
+                "1" | "true" => true,
+                _ => return Err("expected 0 or 1".into()),
+            };
+            wq.set_affinity_strict(strict).map_err(e)
+        }
+        "cpumask" => {
+            let cpus = parse_hex_cpumask(value)?;
+            wq.set_cpumask(&cpus).map_err(e)
+        }
+        "cpus" => {
+            let cpus = parse_cpulist(value)?;
+            if cpus.is_empty() {
+                return Err("empty cpu list".into());
+            }
+            wq.set_cpumask(&cpus).map_err(e)
+        }
+        "nice" => {
+            let n: i32 = value
+                .parse()
+                .map_err(|_| "expected an integer in -20..=19".to_string())?;
+            wq.set_nice(n).map_err(e)
+        }
+        "max_active" => {
+            let n: usize = value
+                .parse()
+                .map_err(|_| format!("expected an integer in 1..={}", crate::MAX_ACTIVE))?;
+            wq.set_max_active(n).map_err(e)
+        }
+        _ => Err(format!("unknown knob {knob:?}")),
+    }
+}
+
+/// Parses a cpumask in the kernel's sysfs format: hex, 32-bit words separated
+/// by commas, the most significant word first (`ffffffff,0000000f`); a `0x`
+/// prefix is accepted. An empty mask is refused.
+pub fn parse_hex_cpumask(s: &str) -> Result<Vec<usize>, String> {
+    let s = s.trim();
+    let s = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if s.is_empty() {
+        return Err("empty cpumask".into());
+    }
+    let words: Vec<&str> = s.split(',').collect();
+    if words.len() > 64 {
+        return Err("cpumask too long (more than 2048 CPUs)".into());
+    }
+    let mut cpus = Vec::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        if w.is_empty() || w.len() > 8 {
+            return Err(format!(
+                "bad cpumask word {w:?}: expected 1 to 8 hex digits per 32-bit word"
+            ));
+        }
+        let v = u32::from_str_radix(w, 16).map_err(|_| format!("bad hex in cpumask: {w:?}"))?;
+        cpus.extend((0..32).filter(|b| v & (1 << b) != 0).map(|b| i * 32 + b));
+    }
+    cpus.sort_unstable();
+    if cpus.is_empty() {
+        return Err("cpumask selects no CPU".into());
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_masks_parse_like_sysfs() {
+        assert_eq!(parse_hex_cpumask("f").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_hex_cpumask("0x00000005").unwrap(), vec![0, 2]);
+        assert_eq!(parse_hex_cpumask("1,00000002").unwrap(), vec![1, 32]);
+        assert!(parse_hex_cpumask("0").is_err());
+        assert!(parse_hex_cpumask("xyz").is_err());
+        assert!(parse_hex_cpumask("123456789").is_err());
+        assert!(parse_hex_cpumask("1,,2").is_err());
+    }
+
+    #[test]
+    fn bad_requests_get_errors_not_panics() {
+        for line in [
+            &b""[..],
+            b"{",
+            b"\xff\xfe",
+            b"{\"op\":\"reboot\"}",
+            b"{\"op\":\"set\"}",
+            b"[1,2,3]",
+            b"null",
+        ] {
+            let r = handle_line(line);
+            assert!(!r.ok, "{:?} was accepted", String::from_utf8_lossy(line));
+            assert!(r.error.unwrap().starts_with("malformed request"));
+        }
+    }
+
+    #[test]
+    fn set_names_the_problem() {
+        let r = handle_line(br#"{"op":"set","workqueue":"no such wq","knob":"nice","value":"0"}"#);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("no workqueue named \"no such wq\"")
+        );
+        let r = handle_line(br#"{"op":"set","workqueue":"x","knob":"colour","value":"0"}"#);
+        assert!(r.error.unwrap().contains("unknown knob \"colour\""));
+    }
+}

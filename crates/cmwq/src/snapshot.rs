@@ -1,0 +1,227 @@
+//! A serializable picture of the process's workqueues: what the kernel's
+//! `wq_dump.py` and `wq_monitor.py` read out of a live kernel with drgn.
+//!
+//! [`snapshot()`] takes it in-process; the control endpoint
+//! ([`crate::control`]) sends the same structure to `cmwq dump` and `cmwq
+//! monitor` in another process. Each part is read under its own lock, one
+//! pool or workqueue at a time, so the picture is consistent per pool and per
+//! workqueue but not across them (as with drgn reading a running kernel); no
+//! lock is held across the whole walk, so taking a snapshot never stalls work.
+//!
+//! CPU numbers are topology CPU ids. For a workqueue built on a synthetic
+//! topology (`custom_topology`), its `cpu_pool` is indexed by that topology's
+//! ids, not the machine's.
+
+use serde::{Deserialize, Serialize};
+
+use crate::WorkqueueStats;
+use crate::topology::Scope;
+use crate::workqueue::WqAttrs;
+
+/// Version of the snapshot layout; bumped when a field changes meaning.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+/// The whole picture.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// [`SNAPSHOT_VERSION`] of the process that took it.
+    pub version: u32,
+    /// Process id.
+    pub pid: u32,
+    /// The process's command name (`/proc/self/comm`).
+    pub comm: String,
+    /// Milliseconds since the Unix epoch when it was taken.
+    pub taken_unix_ms: u64,
+    /// How `HIGHPRI` pools run (`nice` or `fifo`).
+    pub highpri_policy: String,
+    /// The CPU-intensive threshold, in microseconds
+    /// (the kernel's `workqueue.cpu_intensive_thresh_us`).
+    pub cpu_intensive_thresh_us: u64,
+    /// The machine as the process's default workqueues see it.
+    pub topology: TopologySnap,
+    /// Every worker pool, by id.
+    pub pools: Vec<PoolSnap>,
+    /// Every live workqueue, in creation order.
+    pub workqueues: Vec<WorkqueueSnap>,
+}
+
+/// The "Affinity Scopes" section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopologySnap {
+    /// One line saying what the machine is.
+    pub summary: String,
+    /// Online CPUs.
+    pub online: Vec<usize>,
+    /// Possible CPUs.
+    pub possible: Vec<usize>,
+    /// CPUs unbound workqueues may use by default (`wq_unbound_cpumask`).
+    pub unbound_cpumask: Vec<usize>,
+    /// The default affinity scope of unbound workqueues.
+    pub default_scope: Scope,
+    /// Cores per `cache_shard` pod by default.
+    pub cache_shard_size: usize,
+    /// CPUs of each NUMA node, by node id.
+    pub nodes: Vec<Vec<usize>>,
+    /// Pods of every scope, in the kernel's order.
+    pub scopes: Vec<ScopeSnap>,
+}
+
+/// The pods of one affinity scope.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScopeSnap {
+    /// The scope.
+    pub scope: Scope,
+    /// CPUs of each pod.
+    pub pod_cpus: Vec<Vec<usize>>,
+    /// NUMA node of each pod (−1 for the `system` pod, as the kernel).
+    pub pod_node: Vec<i32>,
+    /// The pod of each CPU (`None`: offline).
+    pub cpu_pod: Vec<Option<usize>>,
+}
+
+/// One worker pool (the "Worker Pools" section).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolSnap {
+    /// Pool id.
+    pub id: u32,
+    /// The kernel's pool flag bits that apply: `0x02` a manager is creating a
+    /// worker, `0x04` disassociated (every unbound pool).
+    pub flags: u32,
+    /// Pool workqueues attached (the kernel's `ref`).
+    pub refs: usize,
+    /// Nice value of the workers (−20 for FIFO pools).
+    pub nice: i32,
+    /// Scheduling policy of the workers: `other` or `fifo`.
+    pub policy: String,
+    /// Real-time priority of a FIFO pool, 0 otherwise.
+    pub rt_priority: i32,
+    /// The CPU of a per-CPU pool.
+    pub cpu: Option<usize>,
+    /// Real CPUs the workers may run on.
+    pub cpus: Vec<usize>,
+    /// Real CPUs of the pod the pool serves.
+    pub pod_cpus: Vec<usize>,
+    /// Workers are kept inside the pod.
+    pub strict: bool,
+    /// Concurrency managed (`nr_running` is capped).
+    pub managed: bool,
+    /// The most workers counted in `nr_running` before no more are woken
+    /// (`None`: no cap, the kernel's unbound pools).
+    pub cap: Option<usize>,
+    /// `deferred` or `under-lock`.
+    pub wake: String,
+    /// Worker threads.
+    pub workers: usize,
+    /// Idle workers.
+    pub idle: usize,
+    /// Workers counted by concurrency management.
+    pub running: usize,
+    /// Items waiting on the worklist.
+    pub worklist: usize,
+    /// Workers moved back into their pod (`REPATRIATED`).
+    pub repatriated: u64,
+    /// Worker threads that could not be created.
+    pub create_failed: u64,
+    /// Workers that could not take the pool's priority.
+    pub prio_failed: u64,
+}
+
+/// One workqueue's part in one pool (the kernel's `pool_workqueue`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PwqSnap {
+    /// The pool.
+    pub pool: u32,
+    /// `live`, `plugged` (an ordered queue's newer pwq), `retired` (replaced by
+    /// an attrs change, still draining) or `dead` (drained).
+    pub state: String,
+    /// Items active in the pool.
+    pub nr_active: usize,
+    /// Items held back by `max_active`.
+    pub nr_inactive: usize,
+    /// Items queued through this pwq.
+    pub queued: u64,
+    /// Items started.
+    pub started: u64,
+    /// Items completed.
+    pub completed: u64,
+}
+
+/// One workqueue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkqueueSnap {
+    /// Name.
+    pub name: String,
+    /// The kernel's flag bits ([`crate::WqFlags`]).
+    pub flags: u32,
+    /// `percpu`, `unbound` or `ordered` (`wq_dump.py`'s type column).
+    pub kind: String,
+    /// Unbound.
+    pub unbound: bool,
+    /// Has a rescuer.
+    pub mem_reclaim: bool,
+    /// Built on a topology other than the process's (a synthetic one).
+    pub custom_topology: bool,
+    /// The pool serving each topology CPU (`None`: no pool).
+    pub cpu_pool: Vec<Option<u32>>,
+    /// The default pool of an unbound queue.
+    pub dfl_pool: Option<u32>,
+    /// The knobs (for per-CPU queues only `max_active` can change).
+    pub attrs: WqAttrs,
+    /// `min_active` (`min(max_active, 8)`).
+    pub min_active: usize,
+    /// Per NUMA node: items active now.
+    pub node_nr_active: Vec<usize>,
+    /// Per NUMA node: the share of `max_active`.
+    pub node_max_active: Vec<usize>,
+    /// The rescuer's thread id and the CPUs it may run on.
+    pub rescuer: Option<RescuerSnap>,
+    /// Every pwq: the current ones and those retired by attrs changes.
+    pub pwqs: Vec<PwqSnap>,
+    /// The counters (`wq_monitor.py`).
+    pub stats: WorkqueueStats,
+}
+
+/// A `MEM_RECLAIM` workqueue's rescuer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RescuerSnap {
+    /// Thread id (0: not started yet).
+    pub tid: i32,
+    /// CPUs it may run on (its affinity).
+    pub cpus: Vec<usize>,
+}
+
+/// Takes a picture of this process's topology, pools and workqueues.
+///
+/// ```
+/// let wq = cmwq::Workqueue::builder("snap_doc").unbound().build().unwrap();
+/// let s = cmwq::snapshot();
+/// let me = s.workqueues.iter().find(|w| w.name == "snap_doc").unwrap();
+/// assert_eq!(me.kind, "unbound");
+/// assert!(me.dfl_pool.is_some_and(|p| s.pools.iter().any(|q| q.id == p)));
+/// drop(wq);
+/// ```
+pub fn snapshot() -> Snapshot {
+    let topology = crate::workqueue::topology_snap();
+    let workqueues = crate::workqueue::workqueue_snaps();
+    let pools = crate::pool::pool_snaps();
+    let taken_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Snapshot {
+        version: SNAPSHOT_VERSION,
+        pid: std::process::id(),
+        comm: std::fs::read_to_string("/proc/self/comm")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        taken_unix_ms,
+        highpri_policy: match crate::highpri_policy() {
+            Ok(crate::HighpriPolicy::Nice) => "nice".into(),
+            Ok(crate::HighpriPolicy::Fifo) => "fifo".into(),
+            Err(e) => format!("invalid ({e})"),
+        },
+        cpu_intensive_thresh_us: crate::cpu_intensive_thresh().as_micros() as u64,
+        topology,
+        pools,
+        workqueues,
+    }
+}

@@ -1,0 +1,324 @@
+//! The control endpoint in-process: a server on a private temporary
+//! directory, spoken to through `Client` and through raw bytes.
+//!
+//! What must hold: the snapshot a client receives is the process's own; knobs
+//! change the workqueue and bad values are refused with the reason; a peer
+//! whose uid is not the owner's is refused before any request is read;
+//! malformed, oversized and random requests get error replies or a closed
+//! connection and never stop the server; connections beyond the limit are
+//! told to come back.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use cmwq::control::{self, Client, MAX_CONNECTIONS, MAX_REQUEST, Server};
+use cmwq::topology::Scope;
+use cmwq::{Work, Workqueue};
+use proptest::prelude::*;
+
+fn server(dir: &Path) -> Server {
+    // serve_at creates the directory private (a temp dir may be 0755).
+    control::serve_at(&dir.join("ctl/t.sock"), None).expect("serve")
+}
+
+fn ping_ok(path: &Path) -> bool {
+    Client::connect_path(path)
+        .and_then(|mut c| c.ping())
+        .is_ok_and(|p| p == std::process::id())
+}
+
+#[test]
+fn client_snapshot_is_the_process_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    let wq = Workqueue::builder("ctl_snap_unbound")
+        .unbound()
+        .affinity_scope(Scope::Cpu)
+        .mem_reclaim()
+        .build()
+        .unwrap();
+    let w = Work::new(|| {});
+    wq.queue(&w);
+    wq.flush();
+    let mut c = Client::connect_path(srv.path()).unwrap();
+    let remote = c.snapshot().unwrap();
+    let local = cmwq::snapshot();
+    assert_eq!(remote.pid, std::process::id());
+    assert_eq!(remote.topology, local.topology);
+    let r = remote
+        .workqueues
+        .iter()
+        .find(|w| w.name == "ctl_snap_unbound")
+        .expect("the workqueue is in the remote snapshot");
+    let l = local
+        .workqueues
+        .iter()
+        .find(|w| w.name == "ctl_snap_unbound")
+        .unwrap();
+    assert_eq!(
+        (&r.cpu_pool, r.dfl_pool, &r.attrs),
+        (&l.cpu_pool, l.dfl_pool, &l.attrs)
+    );
+    assert_eq!(r.kind, "unbound");
+    assert!(r.mem_reclaim);
+    let tid = r.rescuer.as_ref().expect("a rescuer").tid;
+    assert_eq!(Some(tid), wq.rescuer_tid());
+    assert!(r.stats.completed >= 1);
+    // Every pool a workqueue maps to is listed among the pools.
+    for p in r.cpu_pool.iter().flatten().chain(r.dfl_pool.iter()) {
+        assert!(remote.pools.iter().any(|q| q.id == *p), "pool {p} missing");
+    }
+    // The file is the owner's alone.
+    let mode = std::fs::metadata(srv.path()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let dmode = std::fs::metadata(dir.path().join("ctl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dmode & 0o077, 0);
+}
+
+#[test]
+fn knobs_change_the_workqueue_and_bad_values_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    let ub = Workqueue::builder("ctl_knobs_u")
+        .unbound()
+        .affinity_scope(Scope::Cpu)
+        .build()
+        .unwrap();
+    let bd = Workqueue::builder("ctl_knobs_b").build().unwrap();
+    let mut c = Client::connect_path(srv.path()).unwrap();
+
+    let a = c.set("ctl_knobs_u", "affinity_scope", "system").unwrap();
+    assert_eq!(a.affinity_scope, Scope::System);
+    assert_eq!(ub.attrs().affinity_scope, Scope::System);
+    let a = c.set("ctl_knobs_u", "affinity_strict", "1").unwrap();
+    assert!(a.affinity_strict && ub.attrs().affinity_strict);
+    let a = c.set("ctl_knobs_u", "max_active", "7").unwrap();
+    assert_eq!((a.max_active, ub.max_active()), (7, 7));
+    let a = c.set("ctl_knobs_u", "nice", "5").unwrap();
+    assert_eq!(ub.attrs().nice, 5);
+    assert_eq!(a.nice, 5);
+    let online = cmwq::snapshot().topology.online;
+    let first = online[0];
+    let a = c
+        .set("ctl_knobs_u", "cpumask", &format!("{:x}", 1u64 << first))
+        .unwrap();
+    assert_eq!(a.cpumask, vec![first]);
+    let a = c
+        .set(
+            "ctl_knobs_u",
+            "cpus",
+            &format!("{}", online[online.len() - 1]),
+        )
+        .unwrap();
+    assert_eq!(a.cpumask, vec![online[online.len() - 1]]);
+    assert_eq!(
+        c.set("ctl_knobs_b", "max_active", "3").unwrap().max_active,
+        3
+    );
+    assert_eq!(bd.max_active(), 3);
+
+    let before = ub.attrs();
+    for (wq, knob, value, reason) in [
+        ("ctl_knobs_b", "affinity_scope", "cpu", "is bound"),
+        (
+            "ctl_knobs_u",
+            "affinity_scope",
+            "galaxy",
+            "expected cpu, smt",
+        ),
+        ("ctl_knobs_u", "affinity_strict", "2", "expected 0 or 1"),
+        ("ctl_knobs_u", "nice", "99", "out of range"),
+        ("ctl_knobs_u", "nice", "x", "expected an integer"),
+        ("ctl_knobs_u", "max_active", "0", "max_active"),
+        ("ctl_knobs_u", "cpumask", "0", "selects no CPU"),
+        ("ctl_knobs_u", "cpumask", "zz", "bad hex"),
+        ("ctl_knobs_u", "cpus", "5-3", "5-3"),
+        ("ctl_knobs_u", "colour", "blue", "unknown knob"),
+        ("no_such_wq_here", "nice", "0", "no workqueue named"),
+    ] {
+        let e = c.set(wq, knob, value).unwrap_err().to_string();
+        assert!(
+            e.contains(reason),
+            "{wq} {knob}={value}: {e:?} lacks {reason:?}"
+        );
+    }
+    assert_eq!(ub.attrs(), before, "a refused write changed nothing");
+    // The connection still works after all the refusals.
+    assert_eq!(c.ping().unwrap(), std::process::id());
+}
+
+#[test]
+fn a_peer_of_another_uid_is_refused_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    // Pretend the process belongs to another user: our own connection is then
+    // the foreign peer, and SO_PEERCRED must catch it.
+    let other = cmwq::sched::euid().wrapping_add(1);
+    let srv = control::serve_at(&dir.path().join("ctl/o.sock"), Some(other)).unwrap();
+    let mut c = Client::connect_path(srv.path()).unwrap();
+    let e = c.snapshot().unwrap_err().to_string();
+    assert!(e.contains("permission denied"), "{e}");
+    assert!(e.contains(&format!("owner uid {other}")), "{e}");
+    // The refusal comes unasked, and then the connection is closed.
+    let s = UnixStream::connect(srv.path()).unwrap();
+    let mut r = std::io::BufReader::new(s);
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut r, &mut first).unwrap();
+    assert!(first.contains("permission denied"), "{first:?}");
+    let mut rest = Vec::new();
+    let _ = r.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "nothing after the refusal: {rest:?}");
+}
+
+#[test]
+fn malformed_and_oversized_requests_do_not_harm_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    let mut c = Client::connect_path(srv.path()).unwrap();
+    for junk in [
+        &b"hello"[..],
+        b"{\"op\":",
+        b"\xff\xfe\xfd",
+        b"{\"op\":\"set\",\"workqueue\":1}",
+        b"{\"op\":\"shutdown\"}",
+    ] {
+        let reply = c.raw(junk).unwrap();
+        assert!(reply.contains("\"ok\":false"), "{reply}");
+        assert!(reply.contains("malformed request"), "{reply}");
+    }
+    assert_eq!(
+        c.ping().unwrap(),
+        std::process::id(),
+        "same connection still served"
+    );
+
+    // A line longer than the limit: refused, connection closed.
+    let mut s = UnixStream::connect(srv.path()).unwrap();
+    let big = vec![b'x'; MAX_REQUEST + 10];
+    let _ = s.write_all(&big);
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    assert!(reply.contains("request too large"), "{reply:?}");
+    assert!(ping_ok(srv.path()));
+
+    // A request that ends without a newline is still answered.
+    let mut s = UnixStream::connect(srv.path()).unwrap();
+    s.write_all(b"{\"op\":\"ping\"}").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.contains("\"ok\":true"), "{reply:?}");
+}
+
+#[test]
+fn connections_beyond_the_limit_are_told_busy_and_served_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    // Hold the limit's worth of connections, each proven served.
+    let held: Vec<Client> = (0..MAX_CONNECTIONS)
+        .map(|_| {
+            let mut c = Client::connect_path(srv.path()).unwrap();
+            c.ping().unwrap();
+            c
+        })
+        .collect();
+    let mut extra = UnixStream::connect(srv.path()).unwrap();
+    let mut reply = String::new();
+    let _ = extra.read_to_string(&mut reply);
+    assert!(reply.contains("busy"), "{reply:?}");
+    drop(held);
+    // The server threads notice the closed connections; then there is room.
+    let mut ok = false;
+    for _ in 0..500 {
+        if ping_ok(srv.path()) {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(ok, "the server never took a connection again");
+}
+
+#[test]
+fn a_directory_others_can_enter_or_a_symlink_is_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let open = base.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = control::serve_at(&open.join("x.sock"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lets others in"), "{e}");
+    let link = base.path().join("link");
+    let private = base.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(&private, &link).unwrap();
+    let e = control::serve_at(&link.join("x.sock"), None);
+    // The socket's parent is the symlink itself: refused as not a directory.
+    assert!(e.unwrap_err().to_string().contains("not a directory"));
+    // A missing directory is created private.
+    let fresh = base.path().join("a/b");
+    let s = control::serve_at(&fresh.join("x.sock"), None).unwrap();
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let p: PathBuf = s.path().to_path_buf();
+    drop(s);
+    assert!(!p.exists(), "the socket is removed when the server stops");
+}
+
+#[test]
+fn connecting_to_a_stale_socket_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = {
+        let s = server(dir.path());
+        s.path().to_path_buf()
+    };
+    // Recreate a dead socket file: bind and drop a listener without a server.
+    drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
+    let e = Client::connect_path(&p).unwrap_err().to_string();
+    assert!(e.contains("stale socket"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    /// Any bytes: the handler answers with an error or a reply, never panics.
+    #[test]
+    fn handler_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let r = control::proto::handle_line(&bytes);
+        prop_assert!(r.ok || r.error.is_some());
+    }
+
+    /// Any bytes over a real connection: the server keeps serving.
+    #[test]
+    fn server_survives_random_bytes(
+        chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 1..6),
+        json_like in proptest::collection::vec("[{}\\[\\]\":,a-z0-9 ]{0,40}", 0..4),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let srv = server(dir.path());
+        let mut s = UnixStream::connect(srv.path()).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+        for c in &chunks {
+            let _ = s.write_all(c);
+        }
+        for j in &json_like {
+            let _ = s.write_all(j.as_bytes());
+            let _ = s.write_all(b"\n");
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        // Every reply line is a well-formed reply.
+        for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let r: control::Response = serde_json::from_slice(line).expect("a reply");
+            prop_assert_eq!(r.pid, std::process::id());
+        }
+        prop_assert!(ping_ok(srv.path()));
+    }
+}
