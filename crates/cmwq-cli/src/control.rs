@@ -202,7 +202,8 @@ fn pool_line(p: &PoolSnap, id_len: usize, ref_len: usize) -> String {
 }
 
 /// The whole text of `cmwq dump`: `wq_dump.py`'s five sections, then the
-/// knobs of the unbound workqueues.
+/// knobs of the unbound workqueues and every workqueue's priority (with the
+/// reason when it fell back to a lower one).
 pub fn render_dump(s: &Snapshot) -> String {
     let t = &s.topology;
     let mut out = String::new();
@@ -362,6 +363,24 @@ pub fn render_dump(s: &Snapshot) -> String {
             u8::from(a.affinity_strict),
             a.nice,
             cpumask_str(&a.cpumask)
+        );
+    }
+
+    heading(&mut out, "Workqueue -> priority");
+    let _ = writeln!(
+        out,
+        "[{:^w$}\\ {:10} fallback ]",
+        "workqueue",
+        "priority",
+        w = WQ_NAME_LEN - 2
+    );
+    for w in &s.workqueues {
+        let _ = writeln!(
+            out,
+            "{:WQ_NAME_LEN$} {:10} {}",
+            w.name,
+            w.stats.priority,
+            w.stats.priority_fallback.as_deref().unwrap_or("-")
         );
     }
     out

@@ -167,6 +167,8 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
         "Workqueue CPU -> pool",
         "Workqueue -> rescuer",
         "Unbound workqueue -> node_nr/max_active",
+        "Unbound workqueue -> attrs",
+        "Workqueue -> priority",
     ] {
         assert!(
             text.contains(&format!("{section}\n")),

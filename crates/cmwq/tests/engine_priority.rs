@@ -178,6 +178,14 @@ fn without_permission_the_builder_errors_or_falls_back() {
     assert_eq!(st.priority, "nice 0");
     let note = st.priority_fallback.expect("the fallback is recorded");
     assert!(note.contains("fifo 1") && note.contains("nice 0"), "{note}");
+    // The dump (cmwq::snapshot, what `cmwq dump` prints) carries it too.
+    let snap = cmwq::snapshot();
+    let me = snap
+        .workqueues
+        .iter()
+        .find(|w| w.name == "prio-fallback")
+        .expect("in the snapshot");
+    assert_eq!(me.stats.priority_fallback.as_deref(), Some(note.as_str()));
     assert_eq!(sched_of(&wq).2, SCHED_OTHER);
     set_rlimit(libc::RLIMIT_RTPRIO, libc::RLIM_INFINITY);
 }
