@@ -159,6 +159,24 @@ const WQ_NAME_LEN: usize = 32;
 /// Width of `wq_dump.py`'s type column.
 const WQ_TYPE_LEN: usize = 9;
 
+/// A workqueue name fit for a terminal: control characters (an escape
+/// sequence in a name) are shown escaped, never sent raw.
+fn clean(name: &str) -> String {
+    if name.chars().any(char::is_control) {
+        name.chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect()
+    } else {
+        name.to_string()
+    }
+}
+
 fn heading(out: &mut String, title: &str) {
     let _ = writeln!(out);
     let _ = writeln!(out, "{title}");
@@ -262,7 +280,7 @@ pub fn render_dump(s: &Snapshot) -> String {
     }
     let _ = writeln!(out, " dfl]");
     for w in &s.workqueues {
-        let _ = write!(out, "{:WQ_NAME_LEN$} {:10}", w.name, wq_type(w));
+        let _ = write!(out, "{:WQ_NAME_LEN$} {:10}", clean(&w.name), wq_type(w));
         for &c in cpus {
             let f = c.to_string().len().max(id_len);
             match w.cpu_pool.get(c).copied().flatten() {
@@ -310,22 +328,22 @@ pub fn render_dump(s: &Snapshot) -> String {
         let _ = writeln!(
             out,
             "{:WQ_NAME_LEN$} {ucpus:ulen$} {tid:6} {rcpus:rlen$}",
-            w.name
+            clean(&w.name)
         );
     }
 
     heading(&mut out, "Unbound workqueue -> node_nr/max_active");
     let _ = writeln!(out, "online_cpus={}", cpumask_str(&t.online));
-    for (n, c) in t.nodes.iter().enumerate() {
-        let _ = writeln!(out, "NODE[{n:02}]={}", cpumask_str(c));
+    for n in &t.nodes {
+        let _ = writeln!(out, "NODE[{:02}]={}", n.id, cpumask_str(&n.cpus));
     }
     let _ = writeln!(out);
     let _ = write!(out, "[{:^w$}\\ min max", "workqueue", w = WQ_NAME_LEN - 2);
-    for n in 0..t.nodes.len() {
-        if n == 0 {
-            let _ = write!(out, "  NODE {n}");
+    for (i, n) in t.nodes.iter().enumerate() {
+        if i == 0 {
+            let _ = write!(out, "  NODE {}", n.id);
         } else {
-            let _ = write!(out, " {n:7}");
+            let _ = write!(out, " {:7}", n.id);
         }
     }
     let _ = writeln!(out, " {:>7} ]", "all");
@@ -334,7 +352,9 @@ pub fn render_dump(s: &Snapshot) -> String {
         let _ = write!(
             out,
             "{:WQ_NAME_LEN$} {:3} {:3}",
-            w.name, w.min_active, w.attrs.max_active
+            clean(&w.name),
+            w.min_active,
+            w.attrs.max_active
         );
         for (nr, max) in w.node_nr_active.iter().zip(&w.node_max_active) {
             let _ = write!(out, " {nr:3}/{max:3}");
@@ -358,7 +378,7 @@ pub fn render_dump(s: &Snapshot) -> String {
         let _ = writeln!(
             out,
             "{:WQ_NAME_LEN$} {:14} {:6} {:4} {}",
-            w.name,
+            clean(&w.name),
             a.affinity_scope.name(),
             u8::from(a.affinity_strict),
             a.nice,
@@ -378,7 +398,7 @@ pub fn render_dump(s: &Snapshot) -> String {
         let _ = writeln!(
             out,
             "{:WQ_NAME_LEN$} {:10} {}",
-            w.name,
+            clean(&w.name),
             w.stats.priority,
             w.stats.priority_fallback.as_deref().unwrap_or("-")
         );
@@ -451,7 +471,7 @@ fn monitor_row(w: &WorkqueueSnap, c: Counts, infl: u64) -> String {
         (dash(), dash())
     };
     let name: String = {
-        let n: Vec<char> = w.name.chars().collect();
+        let n: Vec<char> = clean(&w.name).chars().collect();
         n[n.len().saturating_sub(24)..].iter().collect()
     };
     format!(
@@ -468,7 +488,7 @@ pub fn render_monitor(prev: Option<&Snapshot>, cur: &Snapshot, filter: &Filter) 
     let _ = writeln!(out, "{}", monitor_header());
     for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
         let now = Counts::of(w);
-        let shown = match prev.and_then(|p| p.workqueues.iter().find(|x| x.name == w.name)) {
+        let shown = match prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id)) {
             Some(p) => now.minus(Counts::of(p)),
             None => now,
         };
@@ -503,7 +523,7 @@ fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> s
     m.insert("unbound".into(), w.unbound.into());
     m.insert("mem_reclaim".into(), w.mem_reclaim.into());
     m.insert("in_flight".into(), w.stats.in_flight.into());
-    if let Some(p) = prev.and_then(|p| p.workqueues.iter().find(|x| x.name == w.name)) {
+    if let Some(p) = prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id)) {
         m.insert("delta".into(), obj(c.minus(Counts::of(p))));
         m.insert(
             "delta_secs".into(),
@@ -542,18 +562,22 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
         return Err(format!("--interval {}: expected seconds >= 0", a.interval));
     }
     let filter = Filter::new(&a.patterns)?;
-    let mut client = Client::connect(a.pid).map_err(|e| e.to_string())?;
+    // A connection per sample: the server closes idle connections after
+    // control::IDLE_TIMEOUT, and intervals may be longer.
+    let sample = || Client::connect(a.pid).and_then(|mut c| c.snapshot());
     let mut prev: Option<Snapshot> = None;
     let mut shown = 0u64;
     let period = Duration::from_secs_f64(a.interval);
     let mut next = Instant::now();
     let stdout = std::io::stdout();
     loop {
-        let cur = match client.snapshot() {
+        let cur = match sample() {
             Ok(s) => s,
             Err(e) if shown > 0 => {
-                eprintln!("cmwq monitor: pid {} stopped answering: {e}", a.pid);
-                return Ok(());
+                return Err(format!(
+                    "pid {} stopped answering after {shown} table(s): {e}",
+                    a.pid
+                ));
             }
             Err(e) => return Err(e.to_string()),
         };

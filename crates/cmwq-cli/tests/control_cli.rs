@@ -287,7 +287,7 @@ fn monitor_prints_wq_monitor_tables_and_json_deltas() {
         "--pid",
         &pid,
         "-i",
-        "0.3",
+        "1",
         "--count",
         "2",
         "-j",
@@ -323,7 +323,24 @@ fn other_users_and_missing_endpoints_are_refused_clearly() {
     let e = p.err(&["dump", "--pid", "999999999"]);
     assert!(e.contains("no such process"), "{e}");
 
-    // Another uid: only possible to try as root (setuid to nobody).
+    // A socket directory others can enter is refused by the client too (it
+    // may have been planted by another user).
+    let open = p._tmp.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(open.join("1.sock")).unwrap());
+    let o = Command::new(BIN)
+        .args(["dump", "--pid", "1"])
+        .env("CMWQ_CONTROL_DIR", &open)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("lets others in"), "{e}");
+
+    // Another uid: only possible to try as root (setuid to nobody). The 0700
+    // directory stops it before SO_PEERCRED is reached; the peer-uid check
+    // itself is tested in-process (control_proto.rs).
     if cmwq::sched::euid() == 0 {
         use std::os::unix::process::CommandExt;
         match Command::new(BIN)

@@ -198,6 +198,23 @@ pub(crate) struct PwqStats {
     pub rescued: u64,
 }
 
+impl PwqStats {
+    /// Adds `o`'s counters to these.
+    pub(crate) fn add(&mut self, o: &PwqStats) {
+        self.queued += o.queued;
+        self.started += o.started;
+        self.completed += o.completed;
+        self.panics += o.panics;
+        self.cm_wakeup += o.cm_wakeup;
+        self.cpu_time_ns += o.cpu_time_ns;
+        self.cpu_intensive += o.cpu_intensive;
+        self.sampled += o.sampled;
+        self.repatriated += o.repatriated;
+        self.mayday += o.mayday;
+        self.rescued += o.rescued;
+    }
+}
+
 /// The lock-protected state of a pool.
 pub(crate) struct PoolInner {
     pub worklist: VecDeque<Item>,

@@ -131,25 +131,32 @@ pub fn is_realtime() -> bool {
     p == libc::SCHED_FIFO || p == libc::SCHED_RR
 }
 
-/// The CPUs thread `tid` may run on (`sched_getaffinity`).
+/// The CPUs thread `tid` may run on (`sched_getaffinity`), up to CPU 65535.
 pub fn affinity_of(tid: i32) -> io::Result<Vec<usize>> {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: the set pointer and size describe a valid, writable cpu_set_t.
+    // A mask of 65536 bits, wider than glibc's 1024-bit cpu_set_t.
+    let mut mask = vec![0u64; 1024];
+    // SAFETY: the pointer and byte length describe the writable buffer `mask`;
+    // the kernel writes at most that many bytes and returns how many it wrote.
     let r = unsafe {
-        libc::sched_getaffinity(
+        libc::syscall(
+            libc::SYS_sched_getaffinity,
             tid as libc::pid_t,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &mut set,
+            mask.len() * 8,
+            mask.as_mut_ptr(),
         )
     };
-    if r != 0 {
+    if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: c is below the set's capacity.
-    Ok((0..max)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+    let words = (r as usize / 8).min(mask.len());
+    Ok(mask[..words]
+        .iter()
+        .enumerate()
+        .flat_map(|(w, &bits)| {
+            (0..64)
+                .filter(move |b| bits & (1u64 << b) != 0)
+                .map(move |b| w * 64 + b)
+        })
         .collect())
 }
 
@@ -184,4 +191,17 @@ pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
         return Err(io::Error::last_os_error());
     }
     Ok(cred.uid)
+}
+
+/// Shuts a socket down both ways (`shutdown(SHUT_RDWR)`); on a listening
+/// socket this wakes a thread blocked in `accept`, which then fails.
+pub fn shutdown_socket(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fd is a live socket borrowed for the call; shutdown only changes its state.
+    let r = unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

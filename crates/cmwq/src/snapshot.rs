@@ -60,10 +60,19 @@ pub struct TopologySnap {
     pub default_scope: Scope,
     /// Cores per `cache_shard` pod by default.
     pub cache_shard_size: usize,
-    /// CPUs of each NUMA node, by node id.
-    pub nodes: Vec<Vec<usize>>,
+    /// The NUMA nodes and their online CPUs.
+    pub nodes: Vec<NodeSnap>,
     /// Pods of every scope, in the kernel's order.
     pub scopes: Vec<ScopeSnap>,
+}
+
+/// A NUMA node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSnap {
+    /// The node id (ids may have gaps).
+    pub id: usize,
+    /// Its online CPUs.
+    pub cpus: Vec<usize>,
 }
 
 /// The pods of one affinity scope.
@@ -149,6 +158,8 @@ pub struct PwqSnap {
 /// One workqueue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkqueueSnap {
+    /// Unique for the process's lifetime (names may repeat).
+    pub id: u64,
     /// Name.
     pub name: String,
     /// The kernel's flag bits ([`crate::WqFlags`]).

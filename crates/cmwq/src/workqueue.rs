@@ -334,6 +334,17 @@ pub(crate) struct WqInner {
     flushers: AtomicU32,
     rr: AtomicUsize,
     handles: AtomicUsize,
+    /// Borrowed views held by the control endpoint and snapshots: the last
+    /// handle's drop waits for them, so it still destroys (drains) itself.
+    borrows: AtomicUsize,
+    /// Unique for the process's lifetime (names may repeat).
+    pub id: u64,
+    /// Retired pwqs found dead, taken off `retired` so flush and stats do not
+    /// walk every past generation; kept here only to be detached at destroy
+    /// (their slots are never reused while the workqueue lives).
+    dead: Mutex<Vec<PwqRef>>,
+    /// The counters of the pwqs moved to `dead`.
+    dead_stats: Mutex<pool::PwqStats>,
 }
 
 impl WqInner {
@@ -634,7 +645,8 @@ impl WqInner {
             }
         }
         // No handle is left, so nothing queues any more: release the pwqs.
-        for r in self.pwq_list() {
+        let dead = std::mem::take(&mut *self.dead.lock().unwrap_or_else(|e| e.into_inner()));
+        for r in self.pwq_list().into_iter().chain(dead) {
             r.pool.detach(r.slot);
         }
         unregister(self);
@@ -694,6 +706,9 @@ pub enum UnboundConcurrency {
 /// ```
 pub struct Workqueue {
     inner: Arc<WqInner>,
+    /// A view lent to the control endpoint (see [`borrow_of`]): it is not a
+    /// handle and never destroys.
+    borrowed: bool,
 }
 
 impl Clone for Workqueue {
@@ -701,12 +716,17 @@ impl Clone for Workqueue {
         self.inner.handles.fetch_add(1, Ordering::SeqCst);
         Workqueue {
             inner: self.inner.clone(),
+            borrowed: false,
         }
     }
 }
 
 impl Drop for Workqueue {
     fn drop(&mut self) {
+        if self.borrowed {
+            self.inner.borrows.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
         if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 {
             return;
         }
@@ -715,8 +735,12 @@ impl Drop for Workqueue {
             // Dropped by its own work item: draining here would wait for ourselves.
             let _ = std::thread::Builder::new()
                 .name("cmwq-destroy".into())
-                .spawn(move || inner.destroy());
+                .spawn(move || {
+                    inner.wait_borrows();
+                    inner.destroy()
+                });
         } else {
+            inner.wait_borrows();
             inner.destroy();
         }
     }
@@ -947,6 +971,10 @@ impl WorkqueueBuilder {
             flushers: AtomicU32::new(0),
             rr: AtomicUsize::new(0),
             handles: AtomicUsize::new(1),
+            borrows: AtomicUsize::new(0),
+            id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
+            dead: Mutex::new(Vec::new()),
+            dead_stats: Mutex::new(pool::PwqStats::default()),
         });
         let tab = inner.build_table(&attrs, prio, 0, false)?;
         inner.set_node_budgets(&attrs, &tab);
@@ -965,9 +993,15 @@ impl WorkqueueBuilder {
             return Err(e);
         }
         register(&inner);
-        Ok(Workqueue { inner })
+        Ok(Workqueue {
+            inner,
+            borrowed: false,
+        })
     }
 }
+
+/// Source of [`WqInner::id`].
+static NEXT_WQ_ID: AtomicU64 = AtomicU64::new(1);
 
 impl WqInner {
     /// Builds a generation of pwqs for `attrs` (`apply_wqattrs_prepare`): pools
@@ -1109,7 +1143,37 @@ impl WqInner {
             })?;
         let _ = r.thread.set(h.thread().clone());
         *r.join.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+        // The rescuer publishes its thread id first thing; wait for it so
+        // `rescuer_tid()` and dumps name it as soon as `build()` returns.
+        let t0 = std::time::Instant::now();
+        while r.tid.load(Ordering::SeqCst) == 0 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_micros(50));
+        }
         Ok(())
+    }
+
+    /// Moves the dead pwqs of `retired` to `dead`, their counters to
+    /// `dead_stats`. Dead is final (a dead pwq takes no items and has none in
+    /// flight), so flush and stats lose nothing by not walking them.
+    fn compact_retired(&self, retired: &mut Vec<PwqRef>) {
+        let mut acc = self.dead_stats.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
+        retired.retain(|r| {
+            if !r.pool.with_pwq(r.slot, |p| p.dead) {
+                return true;
+            }
+            acc.add(&r.pool.pwq_stats(r.slot));
+            dead.push(*r);
+            false
+        });
+    }
+
+    /// Waits until no borrowed view (a snapshot or a control request in
+    /// progress) holds this workqueue; then the last handle may destroy it.
+    fn wait_borrows(&self) {
+        while self.borrows.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 
     /// Replaces the pwqs with a generation built for the new attributes
@@ -1149,10 +1213,11 @@ impl WqInner {
             &mut *self.cur.lock().unwrap_or_else(|e| e.into_inner()),
             Arc::new(tab),
         );
-        self.retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(old.all.iter().copied());
+        {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            self.compact_retired(&mut retired);
+            retired.extend(old.all.iter().copied());
+        }
         if self.ordered {
             let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
             chain.push_back(dfl.expect("unbound tables have a default pwq"));
@@ -1449,8 +1514,17 @@ impl Workqueue {
             rejected: self.inner.stats.rejected.load(Ordering::Relaxed),
             ..WorkqueueStats::default()
         };
-        for r in self.inner.pwq_list() {
-            let p = r.pool.pwq_stats(r.slot);
+        let dead = *self
+            .inner
+            .dead_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let live = self.inner.pwq_list();
+        for p in live
+            .iter()
+            .map(|r| r.pool.pwq_stats(r.slot))
+            .chain(std::iter::once(dead))
+        {
             out.queued += p.queued;
             out.started += p.started;
             out.completed += p.completed;
@@ -1514,12 +1588,23 @@ impl Workqueue {
         )
     }
 
-    /// Changes the CPUs an unbound queue may use, live (`cpumask`). A mask with
-    /// no online CPU is refused and nothing changes.
+    /// Changes the CPUs an unbound queue may use, live (`cpumask`). As the
+    /// kernel, the mask is first cut down to the possible CPUs; a mask with no
+    /// online CPU is refused and nothing changes.
     pub fn set_cpumask(&self, cpus: &[usize]) -> Result<(), Error> {
-        let mut v = cpus.to_vec();
+        let possible = self.inner.ctx.topo.possible();
+        let mut v: Vec<usize> = cpus
+            .iter()
+            .copied()
+            .filter(|c| possible.binary_search(c).is_ok())
+            .collect();
         v.sort_unstable();
         v.dedup();
+        if v.is_empty() {
+            return Err(Error::EmptyCpumask {
+                requested: cpus.iter().copied().take(64).collect(),
+            });
+        }
         self.named(self.inner.apply(|a| a.cpumask = v), "cpumask")
     }
 
@@ -1687,12 +1772,14 @@ pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
     let nodes = topo
         .nodes()
         .into_iter()
-        .map(|n| {
-            topo.online()
+        .map(|id| crate::snapshot::NodeSnap {
+            id,
+            cpus: topo
+                .online()
                 .iter()
                 .copied()
-                .filter(|&c| topo.cpu_node(c) == n)
-                .collect()
+                .filter(|&c| topo.cpu_node(c) == id)
+                .collect(),
         })
         .collect();
     let scopes = Scope::ALL
@@ -1729,7 +1816,7 @@ fn registered() -> Vec<Arc<WqInner>> {
 pub(crate) fn workqueue_snaps() -> Vec<crate::snapshot::WorkqueueSnap> {
     registered()
         .into_iter()
-        .filter_map(handle_of)
+        .filter_map(borrow_of)
         .map(|wq| wq.snap())
         .collect()
 }
@@ -1739,27 +1826,29 @@ pub(crate) fn find_by_name(name: &str) -> Vec<Workqueue> {
     registered()
         .into_iter()
         .filter(|w| w.name == name)
-        .filter_map(handle_of)
+        .filter_map(borrow_of)
         .collect()
 }
 
-/// A new handle to a workqueue, unless its last handle is already being
-/// dropped (then it is being destroyed and is skipped). If the owner drops its
-/// handle while ours lives, ours is the last and destroys it, as any handle would.
-fn handle_of(inner: Arc<WqInner>) -> Option<Workqueue> {
-    let mut h = inner.handles.load(Ordering::SeqCst);
-    loop {
-        if h == 0 || inner.destroyed.load(Ordering::SeqCst) {
-            return None;
-        }
-        match inner
-            .handles
-            .compare_exchange(h, h + 1, Ordering::SeqCst, Ordering::SeqCst)
-        {
-            Ok(_) => return Some(Workqueue { inner }),
-            Err(cur) => h = cur,
-        }
+/// A borrowed view of a workqueue for the control endpoint and snapshots,
+/// unless its last handle is gone (it is being destroyed).
+///
+/// The view is not a handle: the owner's last drop still destroys the queue
+/// itself, after waiting for views to be returned (`wait_borrows`). The
+/// owner's drop decrements `handles` then reads `borrows`; a borrower
+/// increments `borrows` then reads `handles`. Both SeqCst, so at least one sees
+/// the other: either the owner waits for the view, or the borrower sees no
+/// handle and backs off.
+fn borrow_of(inner: Arc<WqInner>) -> Option<Workqueue> {
+    inner.borrows.fetch_add(1, Ordering::SeqCst);
+    if inner.handles.load(Ordering::SeqCst) == 0 || inner.destroyed.load(Ordering::SeqCst) {
+        inner.borrows.fetch_sub(1, Ordering::SeqCst);
+        return None;
     }
+    Some(Workqueue {
+        inner,
+        borrowed: true,
+    })
 }
 
 impl Workqueue {
@@ -1801,6 +1890,7 @@ impl Workqueue {
             .map(|r| r.pool.pwq_snap(r.slot))
             .collect();
         crate::snapshot::WorkqueueSnap {
+            id: inner.id,
             name: inner.name.clone(),
             flags: inner.flags.bits(),
             kind: kind.into(),

@@ -23,6 +23,18 @@ fn server(dir: &Path) -> Server {
     control::serve_at(&dir.join("ctl/t.sock"), None).expect("serve")
 }
 
+/// The sysfs hex form of a one-CPU mask: 32-bit words, most significant first.
+fn hex_mask(cpu: usize) -> String {
+    let mut words = vec![0u32; cpu / 32 + 1];
+    words[cpu / 32] |= 1 << (cpu % 32);
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn ping_ok(path: &Path) -> bool {
     Client::connect_path(path)
         .and_then(|mut c| c.ping())
@@ -104,9 +116,7 @@ fn knobs_change_the_workqueue_and_bad_values_are_refused() {
     assert_eq!(a.nice, 5);
     let online = cmwq::snapshot().topology.online;
     let first = online[0];
-    let a = c
-        .set("ctl_knobs_u", "cpumask", &format!("{:x}", 1u64 << first))
-        .unwrap();
+    let a = c.set("ctl_knobs_u", "cpumask", &hex_mask(first)).unwrap();
     assert_eq!(a.cpumask, vec![first]);
     let a = c
         .set(
@@ -282,6 +292,92 @@ fn connecting_to_a_stale_socket_says_so() {
     drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
     let e = Client::connect_path(&p).unwrap_err().to_string();
     assert!(e.contains("stale socket"), "{e}");
+}
+
+#[test]
+fn a_huge_cpu_list_costs_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    let _wq = Workqueue::builder("ctl_huge_list")
+        .unbound()
+        .build()
+        .unwrap();
+    // ~60 KB of full ranges: a parser that expands before deduplicating
+    // would need gigabytes; this one needs 8 KiB.
+    let list = vec!["0-65535"; 7000].join(",");
+    let mut c = Client::connect_path(srv.path()).unwrap();
+    let attrs = c.set("ctl_huge_list", "cpus", &list).unwrap();
+    assert_eq!(attrs.cpumask, cmwq::snapshot().topology.online);
+}
+
+#[test]
+fn a_live_socket_is_not_replaced_and_a_stale_one_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    let e = control::serve_at(srv.path(), None).unwrap_err().to_string();
+    assert!(e.contains("another server is listening"), "{e}");
+    assert!(ping_ok(srv.path()), "the live server was left alone");
+    let p = srv.path().to_path_buf();
+    drop(srv);
+    drop(std::os::unix::net::UnixListener::bind(&p).unwrap()); // a stale file
+    let again = control::serve_at(&p, None).expect("a stale socket is replaced");
+    assert!(ping_ok(again.path()));
+}
+
+#[test]
+fn a_server_stops_even_when_its_socket_file_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    std::fs::remove_file(srv.path()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(srv);
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(60)).is_ok(),
+        "dropping the server hung"
+    );
+}
+
+/// A snapshot in progress must not take over destroying a workqueue: the
+/// owner's last drop still drains it before returning.
+#[test]
+fn snapshots_do_not_steal_the_last_drop() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let snapper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                n += cmwq::snapshot().workqueues.len() as u64;
+            }
+            n
+        })
+    };
+    let mut early = 0;
+    for i in 0..200 {
+        let wq = Workqueue::builder(&format!("ctl_drop_{i}"))
+            .unbound()
+            .build()
+            .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let w = Work::new(move || {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        wq.queue(&w);
+        drop(wq);
+        if ran.load(Ordering::SeqCst) != 1 {
+            early += 1;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    assert!(snapper.join().unwrap() > 0);
+    assert_eq!(early, 0, "drop returned before its queued work ran");
 }
 
 proptest! {

@@ -296,3 +296,53 @@ fn retired_pools_let_their_workers_go() {
     wq.flush();
     assert_eq!(wq.stats().completed, 2);
 }
+
+/// Each attrs change retires a generation of pwqs; dead generations are
+/// compacted away (flush and stats stop walking them) and their counters are
+/// kept.
+#[test]
+fn dead_generations_are_compacted_and_keep_their_counts() {
+    let wq = cmwq::Workqueue::builder("attrs_compact")
+        .unbound()
+        .affinity_scope(cmwq::topology::Scope::Cpu)
+        .build()
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let w = cmwq::Work::new(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    let rounds = 40;
+    for i in 0..rounds {
+        assert!(wq.queue(&w));
+        wq.flush();
+        let scope = if i % 2 == 0 {
+            cmwq::topology::Scope::System
+        } else {
+            cmwq::topology::Scope::Cpu
+        };
+        wq.set_affinity_scope(scope).unwrap();
+    }
+    assert!(wq.queue(&w));
+    wq.flush();
+    assert_eq!(ran.load(Ordering::SeqCst), rounds + 1);
+    let st = wq.stats();
+    assert_eq!(
+        st.completed as usize,
+        rounds + 1,
+        "counters of dead pwqs are kept"
+    );
+    assert_eq!(st.queued as usize, rounds + 1);
+    let snap = cmwq::snapshot();
+    let me = snap
+        .workqueues
+        .iter()
+        .find(|x| x.name == "attrs_compact")
+        .unwrap();
+    let per_gen = wq.nr_pwqs().max(2);
+    assert!(
+        me.pwqs.len() <= 3 * per_gen,
+        "{} pwqs walked after {rounds} changes: dead generations were not compacted",
+        me.pwqs.len()
+    );
+}

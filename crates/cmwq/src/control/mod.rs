@@ -17,18 +17,35 @@
 //! used); the socket is mode 0600; and every connection's peer uid is read with
 //! `SO_PEERCRED` (set by the kernel at `connect`, it cannot be forged) and a
 //! connection from another uid gets one error line and is closed before any
-//! request is read.
+//! request is read. The client checks the same from its side (private
+//! directory, server uid), so it never sends a request to a socket another
+//! user planted, and caps the reply it reads at [`MAX_REPLY`].
+//!
+//! A socket file is only replaced or pruned when connecting to it is refused
+//! (nobody listens: its process exited), and a stopping server removes its
+//! socket only if the file is still the one it bound.
 //!
 //! # What a client cannot do to the process
 //!
 //! A request line longer than [`proto::MAX_REQUEST`] is refused and the
-//! connection closed, so memory per connection is bounded; at most
-//! [`MAX_CONNECTIONS`] connections are served at once, each on its own thread
-//! with a read timeout, so a stalled client holds one thread for at most
-//! [`IDLE_TIMEOUT`]; a request that is not JSON, not UTF-8 or not a known
-//! operation gets an error reply and the connection stays usable; the handler
-//! runs under `catch_unwind`, so even a bug in it costs one error reply, never
-//! the server thread.
+//! connection closed, so memory per connection is bounded (the cpu-list
+//! parser's memory is bounded by the CPU id limit, not by the input); at most
+//! [`MAX_CONNECTIONS`] connections are served at once, each on its own thread;
+//! a connection must start a request within [`IDLE_TIMEOUT`], deliver it whole
+//! within the same time, and take its reply within it too, so a client
+//! trickling bytes holds a thread for a bounded time; a request that is not
+//! JSON, not UTF-8 or not a known operation gets an error reply and the
+//! connection stays usable; the handler runs under `catch_unwind`, so even a
+//! bug in it costs one error reply, never the server thread. A snapshot or a
+//! knob write holds a borrowed view of a workqueue, not a handle: if the owner
+//! drops its last handle meanwhile, the owner's drop waits for the view and
+//! still drains and destroys the queue itself.
+//!
+//! Not bounded: each knob write that changes a workqueue's attributes builds a
+//! new generation of pwqs (dead ones are compacted away) and, for a new
+//! combination of attributes, a new pool; pools live as long as the process,
+//! so a script cycling through thousands of distinct cpumasks would exhaust
+//! the pool table (16,384 pools). Only the process's own user can do that.
 //!
 //! # Cost when off
 //!
@@ -44,7 +61,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::sched;
@@ -54,8 +71,12 @@ pub use proto::{KNOBS, MAX_REQUEST, Request, Response, parse_hex_cpumask};
 
 /// Connections served at once; more are told the server is busy.
 pub const MAX_CONNECTIONS: usize = 16;
-/// A connection that sends nothing for this long is closed.
+/// A connection that starts no request for this long is closed; a request
+/// must arrive whole, and a reply be taken whole, within it too.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest reply a [`Client`] accepts (a snapshot of a very large process
+/// is a few MB).
+pub const MAX_REPLY: usize = 256 << 20;
 
 fn ctl_err(what: impl Into<String>, reason: impl ToString) -> Error {
     Error::Control {
@@ -84,12 +105,16 @@ pub fn socket_path(pid: u32) -> PathBuf {
     socket_dir().join(format!("{pid}.sock"))
 }
 
-/// Creates `dir` (mode 0700) if needed and checks that it is ours and private.
-fn private_dir(dir: &Path) -> Result<(), Error> {
-    if let Err(e) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+/// Checks that `dir` is a directory (not a symlink) owned by us with no group
+/// or other access; with `create`, makes it (mode 0700) first if missing.
+/// Servers and clients both check: a directory another user prepared (the
+/// temp-dir fallback has a predictable name) is refused, never used.
+fn private_dir(dir: &Path, create: bool) -> Result<(), Error> {
+    if create
+        && let Err(e) = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
     {
         return Err(ctl_err(format!("create {}", dir.display()), e));
     }
@@ -102,7 +127,7 @@ fn private_dir(dir: &Path) -> Result<(), Error> {
         return Err(ctl_err(
             what(),
             format!(
-                "owned by uid {}, not by us (uid {})",
+                "owned by uid {}, not by us (uid {}); refusing to use it",
                 m.uid(),
                 sched::euid()
             ),
@@ -120,10 +145,43 @@ fn private_dir(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// What a socket file at a path turns out to be.
+enum Probe {
+    /// Nothing there.
+    Missing,
+    /// A socket nobody listens on (its server exited).
+    Stale,
+    /// A server answers there.
+    Live,
+    /// Something else, or a socket we cannot probe.
+    Other(String),
+}
+
+fn probe(path: &Path) -> Probe {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Probe::Missing,
+        Err(e) => Probe::Other(e.to_string()),
+        Ok(m) if !m.file_type().is_socket() => Probe::Other("not a socket".into()),
+        Ok(m) if m.uid() != sched::euid() => {
+            Probe::Other(format!("a socket owned by uid {}", m.uid()))
+        }
+        Ok(_) => match UnixStream::connect(path) {
+            Ok(_) => Probe::Live,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Probe::Stale,
+            Err(e) => Probe::Other(e.to_string()),
+        },
+    }
+}
+
 /// A running control server; stops and removes its socket when dropped.
 pub struct Server {
     path: PathBuf,
+    /// The socket file's identity, so drop removes ours and nobody else's.
+    id: (u64, u64),
     stop: Arc<AtomicBool>,
+    /// A second descriptor of the listening socket, to shut it down.
+    listener: UnixListener,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -137,12 +195,15 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop with a connection of our own.
-        let _ = UnixStream::connect(&self.path);
+        // Wake the accept loop: its accept fails once the socket is shut down.
+        // (Connecting to the path would not do: the file may be gone.)
+        let _ = sched::shutdown_socket(self.listener.as_fd());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -168,6 +229,7 @@ pub fn serve() -> Result<PathBuf, Error> {
     if let Some(s) = g.as_ref() {
         return Ok(s.path.clone());
     }
+    private_dir(&socket_dir(), true)?;
     prune_stale();
     let s = serve_at(&socket_path(std::process::id()), None)?;
     let p = s.path.clone();
@@ -203,27 +265,29 @@ pub(crate) fn autostart() {
 
 /// Serves on `path` in a server of its own (tests, embedding); `owner` is the
 /// uid allowed to connect (default: ours). The socket's directory is created
-/// private if missing and must be ours and private if present.
+/// private if missing and must be ours and private if present. A stale socket
+/// at `path` (nobody listening) is replaced; a live one is an error.
 pub fn serve_at(path: &Path, owner: Option<u32>) -> Result<Server, Error> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    private_dir(dir)?;
-    // A socket left by a dead process of the same pid, or a previous server.
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_dir() => {
-            return Err(ctl_err(path.display().to_string(), "is a directory"));
-        }
-        Ok(_) => {
+    private_dir(dir, true)?;
+    let what = || path.display().to_string();
+    match probe(path) {
+        Probe::Missing => {}
+        Probe::Stale => {
             let _ = std::fs::remove_file(path);
         }
-        Err(_) => {}
+        Probe::Live => return Err(ctl_err(what(), "another server is listening there")),
+        Probe::Other(why) => return Err(ctl_err(what(), format!("{why}; not replacing it"))),
     }
     let listener =
         UnixListener::bind(path).map_err(|e| ctl_err(format!("bind {}", path.display()), e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| ctl_err(format!("chmod {}", path.display()), e))?;
+    let m = std::fs::symlink_metadata(path).map_err(|e| ctl_err(what(), e))?;
+    let dup = listener.try_clone().map_err(|e| ctl_err(what(), e))?;
     let owner = owner.unwrap_or_else(sched::euid);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -233,7 +297,9 @@ pub fn serve_at(path: &Path, owner: Option<u32>) -> Result<Server, Error> {
         .map_err(|e| ctl_err("start the control thread", e))?;
     Ok(Server {
         path: path.to_path_buf(),
+        id: (m.dev(), m.ino()),
         stop,
+        listener: dup,
         thread: Some(thread),
     })
 }
@@ -273,17 +339,97 @@ fn accept_loop(listener: UnixListener, owner: u32, stop: Arc<AtomicBool>) {
     }
 }
 
-/// Serves one connection until EOF, an oversized line, a timeout or an error.
+/// What reading the next request found.
+enum Next {
+    /// A whole line (without its newline).
+    Line(Vec<u8>),
+    /// The last bytes before EOF, without a newline.
+    Last(Vec<u8>),
+    /// Over [`MAX_REQUEST`] bytes without a newline.
+    TooLarge,
+    /// EOF, a timeout or an error: close.
+    Close,
+}
+
+/// Reads requests off a connection with deadlines that cannot be stretched:
+/// [`IDLE_TIMEOUT`] to start a request, and the same to finish it once its
+/// first byte came (a client trickling bytes cannot hold the thread).
+struct Requests {
+    conn: UnixStream,
+    buf: Vec<u8>,
+}
+
+impl Requests {
+    fn next(&mut self) -> Next {
+        let mut deadline = (!self.buf.is_empty()).then(|| Instant::now() + IDLE_TIMEOUT);
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line = self.buf[..i].to_vec();
+                self.buf.drain(..=i);
+                return Next::Line(line);
+            }
+            if self.buf.len() >= MAX_REQUEST {
+                return Next::TooLarge;
+            }
+            let wait = match deadline {
+                None => IDLE_TIMEOUT,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(w) if !w.is_zero() => w,
+                    _ => return Next::Close,
+                },
+            };
+            let _ = self.conn.set_read_timeout(Some(wait));
+            let mut chunk = [0u8; 4096];
+            let room = (MAX_REQUEST - self.buf.len()).min(chunk.len());
+            match self.conn.read(&mut chunk[..room]) {
+                Ok(0) if self.buf.is_empty() => return Next::Close,
+                Ok(0) => return Next::Last(std::mem::take(&mut self.buf)),
+                Ok(n) => {
+                    if self.buf.is_empty() {
+                        deadline = Some(Instant::now() + IDLE_TIMEOUT);
+                    }
+                    self.buf.extend_from_slice(&chunk[..n]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Next::Close,
+            }
+        }
+    }
+}
+
+/// Writes all of `bytes` within [`IDLE_TIMEOUT`] in total (a client reading
+/// one byte at a time cannot hold the thread either).
+fn write_reply(out: &mut UnixStream, bytes: &[u8]) -> bool {
+    let deadline = Instant::now() + IDLE_TIMEOUT;
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let Some(w) = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|w| !w.is_zero())
+        else {
+            return false;
+        };
+        let _ = out.set_write_timeout(Some(w));
+        match out.write(rest) {
+            Ok(0) => return false,
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Serves one connection until EOF, an oversized line, a deadline or an error.
 fn serve_conn(conn: UnixStream, owner: u32) {
-    let _ = conn.set_read_timeout(Some(IDLE_TIMEOUT));
-    let _ = conn.set_write_timeout(Some(IDLE_TIMEOUT));
     let Ok(mut out) = conn.try_clone() else {
         return;
     };
     match sched::peer_uid(conn.as_fd()) {
         Ok(uid) if uid == owner => {}
         Ok(uid) => {
-            let _ = out.write_all(
+            write_reply(
+                &mut out,
                 &Response::err(format!(
                     "permission denied: peer uid {uid} is not the owner uid {owner}"
                 ))
@@ -292,46 +438,46 @@ fn serve_conn(conn: UnixStream, owner: u32) {
             return;
         }
         Err(e) => {
-            let _ = out.write_all(&Response::err(format!("SO_PEERCRED: {e}")).to_line());
-            return;
-        }
-    }
-    let mut reader = BufReader::new(conn);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = match reader
-            .by_ref()
-            .take(MAX_REQUEST as u64)
-            .read_until(b'\n', &mut line)
-        {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        // A line without its newline is either too long (refused) or the
-        // last one before EOF (answered, then the connection ends).
-        if line.last() != Some(&b'\n') && n >= MAX_REQUEST {
-            let _ = out.write_all(
-                &Response::err(format!(
-                    "request too large: more than {MAX_REQUEST} bytes without a newline"
-                ))
-                .to_line(),
+            write_reply(
+                &mut out,
+                &Response::err(format!("SO_PEERCRED: {e}")).to_line(),
             );
             return;
         }
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        let resp = std::panic::catch_unwind(|| proto::handle_line(body))
+    }
+    let mut reqs = Requests {
+        conn,
+        buf: Vec::new(),
+    };
+    loop {
+        let (body, last) = match reqs.next() {
+            Next::Line(l) => (l, false),
+            Next::Last(l) => (l, true),
+            Next::TooLarge => {
+                write_reply(
+                    &mut out,
+                    &Response::err(format!(
+                        "request too large: more than {MAX_REQUEST} bytes without a newline"
+                    ))
+                    .to_line(),
+                );
+                return;
+            }
+            Next::Close => return,
+        };
+        let resp = std::panic::catch_unwind(|| proto::handle_line(&body))
             .unwrap_or_else(|_| Response::err("internal error while handling the request"));
-        if out.write_all(&resp.to_line()).is_err() {
-            return;
-        }
-        if line.last() != Some(&b'\n') {
+        if !write_reply(&mut out, &resp.to_line()) || last {
             return;
         }
     }
 }
 
 /// A connection to a process's control endpoint.
+///
+/// It checks its side too: the socket's directory must be private to our
+/// user, and the server must run as our user (`SO_PEERCRED`), so a socket
+/// another user planted is never sent a request.
 #[derive(Debug)]
 pub struct Client {
     out: UnixStream,
@@ -343,6 +489,7 @@ impl Client {
     /// Connects to process `pid` (its socket in [`socket_dir()`]).
     pub fn connect(pid: u32) -> Result<Client, Error> {
         let path = socket_path(pid);
+        let what = || format!("connect to pid {pid}");
         match std::fs::symlink_metadata(&path) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -352,21 +499,23 @@ impl Client {
                     "no such process"
                 };
                 return Err(ctl_err(
-                    format!("connect to pid {pid}"),
+                    what(),
                     format!("{} does not exist: {hint}", path.display()),
                 ));
             }
             Err(e) => {
                 return Err(ctl_err(
-                    format!("connect to pid {pid}"),
+                    what(),
                     format!("{}: {e} (it belongs to another user)", path.display()),
                 ));
             }
         }
+        private_dir(&socket_dir(), false)?;
         Client::connect_path(&path)
     }
 
-    /// Connects to the endpoint listening on `path`.
+    /// Connects to the endpoint listening on `path`; the server must run as
+    /// our user.
     pub fn connect_path(path: &Path) -> Result<Client, Error> {
         let what = || format!("connect to {}", path.display());
         let s = UnixStream::connect(path).map_err(|e| {
@@ -381,6 +530,16 @@ impl Client {
             };
             ctl_err(what(), reason)
         })?;
+        let uid = sched::peer_uid(s.as_fd()).map_err(|e| ctl_err(what(), e))?;
+        if uid != sched::euid() {
+            return Err(ctl_err(
+                what(),
+                format!(
+                    "the server runs as uid {uid}, not as us (uid {}); not talking to it",
+                    sched::euid()
+                ),
+            ));
+        }
         let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
         let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
         let out = s.try_clone().map_err(|e| ctl_err(what(), e))?;
@@ -392,7 +551,8 @@ impl Client {
     }
 
     /// Sends raw bytes (a newline is added if missing) and returns the raw
-    /// reply line.
+    /// reply line. A reply the server sent before closing (a refusal) is
+    /// returned even when the send itself failed.
     #[doc(hidden)]
     pub fn raw(&mut self, line: &[u8]) -> Result<String, Error> {
         let what = || format!("request to {}", self.path.display());
@@ -400,12 +560,24 @@ impl Client {
         if v.last() != Some(&b'\n') {
             v.push(b'\n');
         }
-        self.out.write_all(&v).map_err(|e| ctl_err(what(), e))?;
-        let mut reply = String::new();
-        match self.reader.read_line(&mut reply) {
-            Ok(0) => Err(ctl_err(what(), "the server closed the connection")),
-            Ok(_) => Ok(reply),
-            Err(e) => Err(ctl_err(what(), e)),
+        let sent = self.out.write_all(&v);
+        let mut reply = Vec::new();
+        let read = self
+            .reader
+            .by_ref()
+            .take(MAX_REPLY as u64)
+            .read_until(b'\n', &mut reply);
+        match (read, sent) {
+            (Ok(n), _) if n > 0 && reply.last() == Some(&b'\n') => {
+                String::from_utf8(reply).map_err(|e| ctl_err(what(), e))
+            }
+            (Ok(n), _) if n >= MAX_REPLY => Err(ctl_err(
+                what(),
+                format!("reply longer than {MAX_REPLY} bytes"),
+            )),
+            (_, Err(e)) => Err(ctl_err(what(), e)),
+            (Ok(_), Ok(())) => Err(ctl_err(what(), "the server closed the connection")),
+            (Err(e), Ok(())) => Err(ctl_err(what(), e)),
         }
     }
 
@@ -466,9 +638,14 @@ pub struct ProcessEntry {
     pub alive: bool,
 }
 
-/// The control sockets of this user, by pid.
+/// The control sockets of this user, by pid (none if the socket directory is
+/// missing or not private to us).
 pub fn list_processes() -> Vec<ProcessEntry> {
-    let Ok(rd) = std::fs::read_dir(socket_dir()) else {
+    let dir = socket_dir();
+    if private_dir(&dir, false).is_err() {
+        return Vec::new();
+    }
+    let Ok(rd) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
     let mut v: Vec<ProcessEntry> = rd
@@ -491,11 +668,13 @@ pub fn list_processes() -> Vec<ProcessEntry> {
     v
 }
 
-/// Removes the sockets of processes that no longer exist; returns how many.
+/// Removes the sockets nobody listens on any more (their process exited);
+/// returns how many. A socket counts as stale only when connecting to it is
+/// refused, so a live server in another PID namespace is left alone.
 pub fn prune_stale() -> usize {
     list_processes()
         .into_iter()
-        .filter(|e| !e.alive)
+        .filter(|e| matches!(probe(&e.socket), Probe::Stale))
         .filter(|e| std::fs::remove_file(&e.socket).is_ok())
         .count()
 }

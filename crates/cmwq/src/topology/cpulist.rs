@@ -24,10 +24,12 @@ pub const CPU_ID_LIMIT: usize = 1 << 16;
 /// offending entry.
 pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
     let s = s.trim();
-    let mut out = Vec::new();
     if s.is_empty() {
-        return Ok(out);
+        return Ok(Vec::new());
     }
+    // A set of CPU_ID_LIMIT bits: memory is bounded by the limit, not by how
+    // many (overlapping) ranges the input repeats.
+    let mut set = vec![0u64; CPU_ID_LIMIT / 64];
     for entry in s.split(',') {
         let entry = entry.trim();
         if entry.is_empty() {
@@ -43,11 +45,19 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
         if lo > hi {
             return Err(format!("reversed range {entry:?} in cpu list"));
         }
-        out.extend(lo..=hi);
+        for c in lo..=hi {
+            set[c / 64] |= 1 << (c % 64);
+        }
     }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    Ok(set
+        .iter()
+        .enumerate()
+        .flat_map(|(w, &bits)| {
+            (0..64)
+                .filter(move |b| bits & (1u64 << b) != 0)
+                .map(move |b| w * 64 + b)
+        })
+        .collect())
 }
 
 fn parse_cpu_id(s: &str, entry: &str) -> Result<usize, String> {
@@ -154,5 +164,14 @@ mod tests {
         assert_eq!(cpumask_str(&[0, 64]), "0x1 0x0 00000001");
         assert_eq!(cpumask_str(&[33]), "0x0 00000002");
         assert_eq!(cpumask_str(&[4, 5]), "00000030");
+    }
+
+    #[test]
+    fn repeated_ranges_cost_no_more_than_one() {
+        let s = vec!["0-65535"; 2000].join(",");
+        let v = parse_cpulist(&s).unwrap();
+        assert_eq!(v.len(), CPU_ID_LIMIT);
+        assert_eq!(v[CPU_ID_LIMIT - 1], CPU_ID_LIMIT - 1);
+        assert_eq!(parse_cpulist("3,1-2,2").unwrap(), vec![1, 2, 3]);
     }
 }
