@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Workqueue;
 use crate::snapshot::{SNAPSHOT_VERSION, Snapshot};
-use crate::topology::{Scope, parse_cpulist};
+use crate::topology::{CPU_ID_LIMIT, Scope, parse_cpulist};
 use crate::workqueue::WqAttrs;
 
 /// The longest request line accepted, in bytes (the newline included).
@@ -229,8 +229,8 @@ pub fn parse_hex_cpumask(s: &str) -> Result<Vec<usize>, String> {
         return Err("empty cpumask".into());
     }
     let words: Vec<&str> = s.split(',').collect();
-    if words.len() > 64 {
-        return Err("cpumask too long (more than 2048 CPUs)".into());
+    if words.len() > CPU_ID_LIMIT / 32 {
+        return Err(format!("cpumask too long (more than {CPU_ID_LIMIT} CPUs)"));
     }
     let mut cpus = Vec::new();
     for (i, w) in words.iter().rev().enumerate() {
