@@ -24,7 +24,9 @@ pub struct CompareArgs {
     /// per-round change); `priority` (seed 004: `latency` at normal against high
     /// and fifo priority under CPU hogs, fio's clat lines); `qpw-cost` and
     /// `qpw-isolation` (seed 003: `percpu cost`/`percpu isolation` with
-    /// `--mode local` as A against `--mode qpw` as B). `--a` adds arguments
+    /// `--mode local` as A against `--mode qpw` as B; in user space both take
+    /// the slot lock on the fast path, so `qpw-cost` is an A/A check and the
+    /// lock's cost is `percpu cost --mode all`'s no-lock row). `--a` adds arguments
     /// to the baseline side of a preset, `--b` to the other sides. `icache`
     /// (seed 001: the unlock path out of line as A against the `inline-unlock`
     /// build as B: code size, instructions, L1i misses, throughput on a resident
@@ -97,7 +99,13 @@ pub(crate) fn side(
             v.push("--json".into());
             v
         }
-        (None, Some(c)) if !c.trim().is_empty() => vec!["sh".into(), "-c".into(), c.clone()],
+        (None, Some(c)) if !c.trim().is_empty() => {
+            return Ok(Side {
+                label: label.into(),
+                argv: vec!["sh".into(), "-c".into(), c.clone()],
+                json: false,
+            });
+        }
         (None, Some(_)) => return Err(format!("--{}-cmd is empty", label.to_lowercase())),
         _ => {
             return Err(format!(
@@ -109,6 +117,7 @@ pub(crate) fn side(
     Ok(Side {
         label: label.into(),
         argv,
+        json: true,
     })
 }
 
@@ -122,6 +131,17 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             "--noise-floor {}: must be a percentage >= 0",
             a.noise_floor
         ));
+    }
+    if a.runs <= 3 {
+        // The smallest two-sided Mann-Whitney p with n runs a side is
+        // 2 / C(2n, n): 0.33 for 2, 0.1 for 3, 0.029 for 4.
+        let n = a.runs as f64;
+        let c: f64 = (1..=a.runs).map(|i| (n + i as f64) / i as f64).product();
+        eprintln!(
+            "cmwq compare: with {} runs a side the smallest possible p is {:.2}: no row can be `**`; use --runs 4 or more",
+            a.runs,
+            2.0 / c
+        );
     }
     if a.preset.as_deref() == Some("icache") {
         return crate::icache::run_preset(&a);
@@ -169,8 +189,12 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     let mut records = Vec::new();
     let mut done = 0;
     for i in 0..a.warmup + a.runs {
-        for (s, sd) in sides.iter().enumerate() {
-            let res = compare::run_once(&sd.argv);
+        // Rotate the order each round (A B, B A, ... ; 0 1 2, 1 2 0, ...) so no
+        // side always runs right after another (caches, page cache, clocks).
+        let n = sides.len();
+        for s in (0..n).map(|k| (k + i) % n) {
+            let sd = &sides[s];
+            let res = compare::run_side(sd);
             done += 1;
             if tty {
                 let per = t0.elapsed().as_secs_f64() / done as f64;

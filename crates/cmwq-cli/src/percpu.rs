@@ -89,6 +89,14 @@ fn run_cost(a: CostArgs) -> Result<(), String> {
             a.runs, a.ops, a.burst
         ));
     }
+    if a.ops < 10_000 {
+        // rdtsc is read twice per run, unserialised: ~15 ticks of skew that
+        // only vanish when spread over many operations.
+        return Err(format!(
+            "--ops {}: at least 10000, or the clock reads themselves dominate cycles/op",
+            a.ops
+        ));
+    }
     let cfg = CostConfig {
         variants,
         runs: a.runs,

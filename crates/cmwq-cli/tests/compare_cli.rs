@@ -361,3 +361,87 @@ fn latency_prints_fio_lines_and_metrics() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--duty 0"));
 }
+
+/// Runs cmwq with a deadline: a hang is a failure, not a stuck test run.
+fn cmwq_within(args: &[&str], secs: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cmwq"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run cmwq");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("cmwq {args:?} hung for {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_command_that_floods_stderr_does_not_hang_the_run() {
+    // 200 KB on stderr before the JSON on stdout: more than a pipe holds.
+    let noisy = r#"head -c 200000 /dev/zero | tr '\0' x >&2; echo '{"metrics":{"x":10}}'"#;
+    let out = cmwq_within(
+        &[
+            "compare", "--a-cmd", noisy, "--b-cmd", B, "--runs", "2", "--warmup", "0",
+        ],
+        120,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("+100.00%"));
+}
+
+#[test]
+fn metrics_some_runs_lack_are_compared_over_the_others_and_noted() {
+    // y appears in 2 of 3 A runs (not the first): compared over those, with a
+    // note; z, only in B's runs, is left out with a note (it used to vanish
+    // silently).
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("count");
+    let a = format!(
+        r#"n=$(cat {f} 2>/dev/null || echo 0); echo $((n+1)) > {f}; if [ $n -eq 0 ]; then echo '{{"metrics":{{"x":10}}}}'; else echo '{{"metrics":{{"x":10,"y":5}}}}'; fi"#,
+        f = f.display()
+    );
+    let b = r#"echo '{"metrics":{"x":20,"y":6,"z":1}}'"#;
+    let out = cmwq_within(
+        &[
+            "compare", "--a-cmd", &a, "--b-cmd", b, "--runs", "3", "--warmup", "0",
+        ],
+        120,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().any(|l| l.starts_with("y ")), "{text}");
+    assert!(
+        text.contains("Note: y: reported by 2 of 3 A runs"),
+        "{text}"
+    );
+    assert!(text.contains("Note: z: left out"), "{text}");
+}
+
+#[test]
+fn a_cmwq_side_that_prints_no_metrics_is_a_failed_run() {
+    // `topology` prints its own JSON, not metrics: every run of that side
+    // fails, is reported, and too few runs remain.
+    let out = cmwq_within(
+        &[
+            "compare", "--a", "topology", "--b-cmd", B, "--runs", "2", "--warmup", "0",
+        ],
+        120,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("printed no JSON metrics"), "{err}");
+}

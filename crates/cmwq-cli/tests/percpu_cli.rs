@@ -20,7 +20,7 @@ fn ok_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
-const COST: &[&str] = &["percpu", "cost", "--runs", "2", "--ops", "2000"];
+const COST: &[&str] = &["percpu", "cost", "--runs", "2", "--ops", "10000"];
 const ISO: &[&str] = &[
     "percpu",
     "isolation",
@@ -78,7 +78,7 @@ fn cost_table() {
     assert!(out.status.success());
     let s = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = s.lines().collect();
-    assert!(lines[0].starts_with("percpu cost: 2 runs x 2000"), "{s}");
+    assert!(lines[0].starts_with("percpu cost: 2 runs x 10000"), "{s}");
     assert!(
         lines[1].starts_with("mode") && lines[1].contains("median"),
         "{s}"
@@ -143,9 +143,9 @@ fn compare_preset_pairs_local_with_qpw() {
         "--warmup",
         "0",
         "--a",
-        "--runs 2 --ops 2000",
+        "--runs 2 --ops 10000",
         "--b",
-        "--runs 2 --ops 2000",
+        "--runs 2 --ops 10000",
         "--json",
     ]);
     let a = v["a"]["argv"].as_array().unwrap();

@@ -128,6 +128,9 @@ pub struct AbTable {
     pub config: CompareConfig,
     /// The rows, in the order they were pushed.
     pub rows: Vec<TableRow>,
+    /// Remarks printed after the legend (a metric some runs lacked, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Which optional columns to show, and how precisely to print deltas.
@@ -184,6 +187,7 @@ impl AbTable {
             title: None,
             config,
             rows: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -221,6 +225,11 @@ impl AbTable {
             metric: metric.into(),
             reason: reason.into(),
         });
+    }
+
+    /// Adds a remark shown after the legend.
+    pub fn note(&mut self, line: impl Into<String>) {
+        self.notes.push(line.into());
     }
 
     /// The compared rows, skipping "not supported" ones.
@@ -273,6 +282,7 @@ impl AbTable {
         lines.push(format!(
             "Baseline, Experiment: {runs}. Delta = (Experiment - Baseline) / |Baseline|."
         ));
+        lines.extend(self.notes.iter().map(|n| format!("Note: {n}")));
         lines
     }
 

@@ -31,6 +31,9 @@ pub struct Side {
     pub label: String,
     /// Program and arguments.
     pub argv: Vec<String>,
+    /// The command prints JSON metrics (a `cmwq` subcommand run with
+    /// `--json`): a run that prints none failed, it is not a run with fewer rows.
+    pub json: bool,
 }
 
 /// What one run produced.
@@ -60,8 +63,26 @@ pub const PROCESS_METRICS: [&str; 6] = [
 /// supported" rows otherwise.
 pub const COUNTER_METRICS: [&str; 6] = crate::perf::COUNTER_METRICS;
 
+/// Runs one side once; as [`run_once`], and a side that should print JSON
+/// metrics but printed none is a failed run.
+pub fn run_side(side: &Side) -> Result<BTreeMap<String, f64>, String> {
+    let (m, own) = run_measured(&side.argv)?;
+    if side.json && own == 0 {
+        return Err(format!(
+            "{:?} printed no JSON metrics on stdout",
+            side.argv.first().map_or("", String::as_str)
+        ));
+    }
+    Ok(m)
+}
+
 /// Runs `argv` once; returns its metrics (process ones plus those in its JSON).
 pub fn run_once(argv: &[String]) -> Result<BTreeMap<String, f64>, String> {
+    run_measured(argv).map(|(m, _)| m)
+}
+
+/// Runs `argv` once: its metrics, and how many came from its own JSON.
+fn run_measured(argv: &[String]) -> Result<(BTreeMap<String, f64>, usize), String> {
     let (prog, args) = argv.split_first().ok_or("empty command")?;
     // Counters must be opened by the thread that spawns, right before it spawns
     // (see `perf`): the child inherits them, enabled at its exec.
@@ -73,14 +94,21 @@ pub fn run_once(argv: &[String]) -> Result<BTreeMap<String, f64>, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {prog:?}: {e}"))?;
+    // stderr is drained on its own thread: a command that logs more than a
+    // pipe holds (64 KiB) while stdout is still open would otherwise block on
+    // its write while we block on stdout.
+    let err_reader = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut err = String::new();
+            let _ = e.read_to_string(&mut err);
+            err
+        })
+    });
     let mut out = String::new();
-    let mut err = String::new();
     if let Some(mut o) = child.stdout.take() {
         let _ = o.read_to_string(&mut out);
     }
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
+    let err = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
     let (status, ru) = wait4(child.id() as libc::pid_t)?;
     let wall = t0.elapsed().as_secs_f64();
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
@@ -96,8 +124,10 @@ pub fn run_once(argv: &[String]) -> Result<BTreeMap<String, f64>, String> {
     m.insert("involuntary ctxsw".to_string(), ru.ru_nivcsw as f64);
     m.insert("max RSS KiB".to_string(), ru.ru_maxrss as f64);
     m.extend(crate::perf::derive(&counters.read()));
-    m.extend(extract_metrics(&out));
-    Ok(m)
+    let own = extract_metrics(&out);
+    let n = own.len();
+    m.extend(own);
+    Ok((m, n))
 }
 
 fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage), String> {
@@ -174,6 +204,9 @@ pub fn direction_of(name: &str) -> Direction {
         || n.contains("misses")
         || n.contains("bound %")
         || n == "missed"
+        || n.starts_with("gaps_over")
+        || n.contains("nivcsw")
+        || n.contains("worst_gap")
     {
         Direction::LowerIsBetter
     } else {
@@ -215,10 +248,13 @@ pub fn table_pair(
     }
     let mut names: Vec<String> = PROCESS_METRICS.iter().map(|s| s.to_string()).collect();
     names.extend(COUNTER_METRICS.iter().map(|s| s.to_string()));
+    // Every metric any successful run of either side reported.
     let mut rest: Vec<String> = side(a)
-        .next()
-        .map(|r| r.metrics.keys().cloned().collect())
-        .unwrap_or_default();
+        .chain(side(b))
+        .flat_map(|r| r.metrics.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     rest.retain(|k| !names.contains(k));
     rest.sort_by_key(|n| match clat_rank(n) {
         Some(r) => (0, r, String::new()),
@@ -228,13 +264,38 @@ pub fn table_pair(
     let mut t = AbTable::new(cfg).with_title(title);
     let mut last_reason: Option<String> = None;
     for name in names {
-        let va: Option<Vec<f64>> = side(a).map(|r| r.metrics.get(&name).copied()).collect();
-        let vb: Option<Vec<f64>> = side(b).map(|r| r.metrics.get(&name).copied()).collect();
-        if let (Some(va), Some(vb)) = (va, vb) {
+        let va: Vec<f64> = side(a)
+            .filter_map(|r| r.metrics.get(&name).copied())
+            .collect();
+        let vb: Vec<f64> = side(b)
+            .filter_map(|r| r.metrics.get(&name).copied())
+            .collect();
+        let counter = COUNTER_METRICS.contains(&name.as_str());
+        if va.len() == na && vb.len() == nb {
             t.push(Metric::new(name.clone(), direction_of(&name)), &va, &vb)
                 .map_err(|e| format!("{name}: {e}"))?;
             last_reason = None;
-        } else if COUNTER_METRICS.contains(&name.as_str()) {
+        } else if !counter && va.len() >= 2 && vb.len() >= 2 {
+            // Some runs lack it: compare the runs that have it, and say so.
+            t.push(Metric::new(name.clone(), direction_of(&name)), &va, &vb)
+                .map_err(|e| format!("{name}: {e}"))?;
+            t.note(format!(
+                "{name}: reported by {} of {na} {} runs and {} of {nb} {} runs; compared over those",
+                va.len(),
+                label(a),
+                vb.len(),
+                label(b)
+            ));
+            last_reason = None;
+        } else if !counter {
+            t.note(format!(
+                "{name}: left out, reported by only {} {} and {} {} runs",
+                va.len(),
+                label(a),
+                vb.len(),
+                label(b)
+            ));
+        } else {
             let why = crate::perf::unsupported_reasons()
                 .get(&name)
                 .cloned()

@@ -86,7 +86,7 @@ fn mann_whitney_matches_scipy() {
         // to rounding. The normal path goes through erfc: 1e-11 is still
         // far tighter than any p-value's meaning.
         let rel = match c.method {
-            MwuMethod::Exact => 1e-14,
+            MwuMethod::Exact | MwuMethod::Permutation => 1e-14,
             MwuMethod::Asymptotic => 1e-11,
         };
         assert_close(c.name, r.p, c.p, rel);
@@ -109,6 +109,8 @@ fn mann_whitney_reference_covers_the_required_cases() {
         "throughput_20",
         "exact_5_vs_20",
         "asymptotic_9_vs_9",
+        "ties_3_vs_3_two_values",
+        "ties_8_vs_12_counts",
     ] {
         assert!(names.contains(&required), "missing {required}");
     }
@@ -288,7 +290,13 @@ fn tiny_samples_never_claim_significance() {
     assert_eq!(c.verdict, Verdict::NotSignificant);
     assert_eq!(c.p_method, MwuMethod::Exact);
     assert_eq!(c.better, Some(true));
-    for name in ["n1_vs_n1", "n1_vs_n2", "n2_vs_n3"] {
+    // Ties do not change that: SciPy's 'auto' would give p = 0.047 here (the
+    // normal approximation); counting every split gives 0.1.
+    let t = mwu("ties_3_vs_3_two_values");
+    let c = compare(t.x, t.y, Direction::HigherIsBetter, &cfg).unwrap();
+    assert_eq!(c.p_method, MwuMethod::Permutation);
+    assert_eq!(c.verdict, Verdict::NotSignificant);
+    for name in ["n1_vs_n1", "n1_vs_n2", "n2_vs_n3", "ties_2_vs_5_two_values"] {
         let m = mwu(name);
         let c = compare(m.x, m.y, Direction::HigherIsBetter, &cfg).unwrap();
         assert_ne!(c.verdict, Verdict::Significant, "{name}");
@@ -339,23 +347,56 @@ fn json_row_carries_every_number() {
 // Do not edit by hand: change the script and rerun it with --write.
 
 /// `scipy.stats.mannwhitneyu(x, y, alternative="two-sided")` (use_continuity=True,
-/// method="auto"): `u` is `res.statistic` (U of x), `p` is `res.pvalue`.
+/// method="auto"; for `Permutation` rows method=PermutationMethod(n_resamples=inf)):
+/// `u` is `res.statistic` (U of x), `p` is `res.pvalue`.
 const MWU_CASES: &[MwuCase] = &[
     MwuCase {
         name: "ties_small",
         x: &[1.0, 2.0, 2.0, 3.0, 4.0],
         y: &[2.0, 3.0, 3.0, 5.0, 6.0, 7.0],
         u: 6.0,
-        p: 0.11390314458853068,
-        method: MwuMethod::Asymptotic,
+        p: 0.12121212121212122,
+        method: MwuMethod::Permutation,
+    },
+    MwuCase {
+        name: "ties_3_vs_3_two_values",
+        x: &[100.0, 100.0, 100.0],
+        y: &[101.0, 101.0, 101.0],
+        u: 0.0,
+        p: 0.1,
+        method: MwuMethod::Permutation,
+    },
+    MwuCase {
+        name: "ties_2_vs_5_two_values",
+        x: &[100.0, 100.0],
+        y: &[101.0, 101.0, 101.0, 101.0, 101.0],
+        u: 0.0,
+        p: 0.09523809523809523,
+        method: MwuMethod::Permutation,
+    },
+    MwuCase {
+        name: "ties_rss_like_4_vs_5",
+        x: &[8160.0, 8164.0, 8164.0, 8168.0],
+        y: &[8164.0, 8168.0, 8172.0, 8172.0, 8176.0],
+        u: 2.5,
+        p: 0.1111111111111111,
+        method: MwuMethod::Permutation,
+    },
+    MwuCase {
+        name: "ties_8_vs_12_counts",
+        x: &[3.0, 4.0, 4.0, 5.0, 5.0, 5.0, 6.0, 7.0],
+        y: &[5.0, 6.0, 6.0, 7.0, 7.0, 8.0, 8.0, 8.0, 9.0, 9.0, 10.0, 12.0],
+        u: 7.5,
+        p: 0.0010002381519409382,
+        method: MwuMethod::Permutation,
     },
     MwuCase {
         name: "ties_within_x_only",
         x: &[1.0, 1.0, 2.0, 3.0],
         y: &[4.0, 5.0, 6.0, 7.0],
         u: 0.0,
-        p: 0.029401048190339642,
-        method: MwuMethod::Asymptotic,
+        p: 0.02857142857142857,
+        method: MwuMethod::Permutation,
     },
     MwuCase {
         name: "n1_vs_n1",
@@ -371,7 +412,7 @@ const MWU_CASES: &[MwuCase] = &[
         y: &[3.0],
         u: 0.5,
         p: 1.0,
-        method: MwuMethod::Asymptotic,
+        method: MwuMethod::Permutation,
     },
     MwuCase {
         name: "n1_vs_n2",
@@ -411,7 +452,7 @@ const MWU_CASES: &[MwuCase] = &[
         y: &[1.0, 2.0, 3.0, 4.0, 5.0],
         u: 12.5,
         p: 1.0,
-        method: MwuMethod::Asymptotic,
+        method: MwuMethod::Permutation,
     },
     MwuCase {
         name: "all_equal",
@@ -419,7 +460,7 @@ const MWU_CASES: &[MwuCase] = &[
         y: &[5.0, 5.0, 5.0],
         u: 4.5,
         p: 1.0,
-        method: MwuMethod::Asymptotic,
+        method: MwuMethod::Permutation,
     },
     MwuCase {
         name: "all_equal_unbalanced",
@@ -427,7 +468,7 @@ const MWU_CASES: &[MwuCase] = &[
         y: &[7.0, 7.0, 7.0, 7.0, 7.0],
         u: 5.0,
         p: 1.0,
-        method: MwuMethod::Asymptotic,
+        method: MwuMethod::Permutation,
     },
     MwuCase {
         name: "exact_8_vs_8",

@@ -286,6 +286,14 @@ pub(crate) struct Post {
 }
 
 impl Post {
+    /// Something must be done after the lock is dropped.
+    fn pending(&self) -> bool {
+        self.wake.is_some()
+            || self.activate.is_some()
+            || self.notify.is_some()
+            || self.died.is_some()
+    }
+
     fn run(self) {
         if let Some(t) = self.wake {
             t.unpark();
@@ -330,7 +338,16 @@ impl PoolInner {
         if !self.need_more_worker(cap) {
             return None;
         }
-        let i = self.idle.pop()?;
+        let Some(i) = self.idle.pop() else {
+            // Work waits and no worker is idle. If nobody is creating one
+            // either (an earlier creation failed, the pool has no worker at
+            // all), make sure the watchdog is awake to retry and send mayday:
+            // it may have parked while this pool's worklist was still empty.
+            if !self.manager_active {
+                watchdog::poke();
+            }
+            return None;
+        };
         self.workers[i].state = WState::Woken;
         self.nr_woken += 1;
         self.workers[i].thread.clone()
@@ -986,8 +1003,13 @@ impl Pool {
         let mut g = self.lock();
         let mut wake = Vec::new();
         for (i, seq, cpu, state) in looks {
-            if g.workers[i].seq != seq || g.workers[i].current.is_none() {
-                continue; // moved on to another item meanwhile
+            if g.workers[i].seq != seq
+                || g.workers[i].current.is_none()
+                || g.workers[i].state == WState::Rescuer
+            {
+                // Moved on to another item meanwhile, or the slot now holds a
+                // rescuer (never counted in nr_running).
+                continue;
             }
             let slot = g.workers[i].current_pwq as usize;
             let mut kick = false;
@@ -1303,7 +1325,9 @@ fn process_one_work<'a>(
     let mut post = Post::default();
     pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
     item.work.finish_cycle();
-    if post.notify.is_some() || post.activate.is_some() {
+    // Every deferred action runs, `died` included: an ordered queue's retired
+    // pwq that drains here must unplug the next generation, or it waits forever.
+    if post.pending() {
         drop(g);
         post.run();
         g = pool.lock();

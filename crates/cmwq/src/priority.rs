@@ -143,7 +143,10 @@ pub(crate) fn requested(p: Priority, nice: i32) -> Result<PoolPrio, Error> {
 
 /// Whether a thread started now may run at `p`: tried on a short-lived thread.
 fn probe(p: PoolPrio) -> Result<(), String> {
-    if p == PoolPrio::Nice(0) || matches!(p, PoolPrio::Nice(n) if n > 0) {
+    // Raising nice (or keeping it) needs no permission; lowering it below
+    // what threads inherit here does, even for a positive value (a process
+    // started at nice 10 asking for nice 3).
+    if matches!(p, PoolPrio::Nice(n) if n >= sched::current_nice()) {
         return Ok(());
     }
     let r = std::thread::Builder::new()

@@ -205,3 +205,13 @@ pub fn shutdown_socket(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// The nice value of the calling thread (Linux: nice is per thread).
+pub fn current_nice() -> i32 {
+    // SAFETY: getpriority only reads; errno is cleared first because -1 is
+    // also a valid nice value.
+    unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, 0)
+    }
+}

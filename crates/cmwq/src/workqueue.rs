@@ -473,14 +473,19 @@ impl WqInner {
 
     /// Every pwq: the current generation's and the retired ones.
     fn pwq_list(&self) -> Vec<PwqRef> {
+        self.pwq_list_and_dead().0
+    }
+
+    /// Every live or retired pwq, and the counters of the dead ones, read as
+    /// one consistent picture: `apply` swaps the generation and moves pwqs
+    /// between the lists under the `retired` lock, taken first here too (lock
+    /// order: retired, cur, dead_stats), so no pwq is seen twice or missed.
+    fn pwq_list_and_dead(&self) -> (Vec<PwqRef>, pool::PwqStats) {
+        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         let mut v = self.pwqs().all.clone();
-        v.extend(
-            self.retired
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter(),
-        );
-        v
+        v.extend(retired.iter());
+        let dead = *self.dead_stats.lock().unwrap_or_else(|e| e.into_inner());
+        (v, dead)
     }
 
     fn nr_in_flight(&self) -> usize {
@@ -1209,15 +1214,18 @@ impl WqInner {
         self.set_node_budgets(&new, &tab);
         let dfl = tab.dfl;
         self.map.publish(&tab);
-        let old = std::mem::replace(
-            &mut *self.cur.lock().unwrap_or_else(|e| e.into_inner()),
-            Arc::new(tab),
-        );
-        {
+        let old = {
+            // Under the retired lock, so a reader of pwq_list_and_dead sees
+            // the old generation either as current or as retired, once.
             let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let old = std::mem::replace(
+                &mut *self.cur.lock().unwrap_or_else(|e| e.into_inner()),
+                Arc::new(tab),
+            );
             self.compact_retired(&mut retired);
             retired.extend(old.all.iter().copied());
-        }
+            old
+        };
         if self.ordered {
             let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
             chain.push_back(dfl.expect("unbound tables have a default pwq"));
@@ -1446,15 +1454,16 @@ impl Workqueue {
         if self.inner.ordered && n != 1 {
             return Err(Error::OrderedMaxActive(n));
         }
-        self.inner.max_active.store(n, Ordering::SeqCst);
-        self.inner
-            .attrs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .max_active = n;
-        if self.inner.unbound {
-            for (node, max) in self.inner.node_maxes(n).into_iter().enumerate() {
-                self.inner.nodes[node].max.store(max, Ordering::SeqCst);
+        {
+            // Under the attrs lock, as `apply` (which also writes these), so
+            // a concurrent attrs change cannot leave an older value behind.
+            let mut attrs = self.inner.attrs.lock().unwrap_or_else(|e| e.into_inner());
+            attrs.max_active = n;
+            self.inner.max_active.store(n, Ordering::SeqCst);
+            if self.inner.unbound {
+                for (node, max) in self.inner.node_maxes(n).into_iter().enumerate() {
+                    self.inner.nodes[node].max.store(max, Ordering::SeqCst);
+                }
             }
         }
         self.reactivate();
@@ -1514,12 +1523,7 @@ impl Workqueue {
             rejected: self.inner.stats.rejected.load(Ordering::Relaxed),
             ..WorkqueueStats::default()
         };
-        let dead = *self
-            .inner
-            .dead_stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let live = self.inner.pwq_list();
+        let (live, dead) = self.inner.pwq_list_and_dead();
         for p in live
             .iter()
             .map(|r| r.pool.pwq_stats(r.slot))

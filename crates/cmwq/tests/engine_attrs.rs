@@ -346,3 +346,49 @@ fn dead_generations_are_compacted_and_keep_their_counts() {
         me.pwqs.len()
     );
 }
+
+/// An ordered queue's new pwq waits plugged behind the old one; when the old
+/// one drains with nobody flushing and no further attrs change, the new one
+/// must still be unplugged (the drain's deferred `died` action).
+#[test]
+fn ordered_unplugs_when_the_old_pwq_drains_unobserved() {
+    let topo = Arc::new(Topology::from_synthetic("pack:1 numa:2 l3:1 core:4 pu:1").unwrap());
+    let wq = Workqueue::builder("attrs_unplug")
+        .ordered()
+        .topology(topo)
+        .build()
+        .unwrap();
+    let started = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let ran_b = Arc::new(AtomicUsize::new(0));
+    let (s, r) = (started.clone(), release.clone());
+    let a = Work::new(move || {
+        s.store(true, Ordering::SeqCst);
+        while !r.load(Ordering::SeqCst) {
+            thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+    let rb = ran_b.clone();
+    let b = Work::new(move || {
+        rb.fetch_add(1, Ordering::SeqCst);
+    });
+    assert!(wq.queue(&a));
+    while !started.load(Ordering::SeqCst) {
+        thread::sleep(std::time::Duration::from_millis(1));
+    }
+    wq.set_cpumask(&[4, 5, 6, 7]).unwrap(); // the new pwq is plugged behind a's
+    assert!(wq.queue(&b));
+    assert_eq!(ran_b.load(Ordering::SeqCst), 0, "b ran before a finished");
+    release.store(true, Ordering::SeqCst);
+    // Nobody flushes: b must run on its own.
+    let mut waited = 0;
+    while ran_b.load(Ordering::SeqCst) == 0 && waited < 30_000 {
+        thread::sleep(std::time::Duration::from_millis(5));
+        waited += 5;
+    }
+    if ran_b.load(Ordering::SeqCst) != 1 {
+        std::mem::forget(wq); // its drain would wait forever
+        panic!("b never ran: the new pwq stayed plugged after the old one drained");
+    }
+    wq.flush();
+}

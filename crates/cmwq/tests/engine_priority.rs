@@ -151,6 +151,18 @@ fn without_permission_the_builder_errors_or_falls_back() {
             .priority(Priority::Fifo)
             .priority_fallback(true)
             .build();
+        // Lowering nice needs the permission too, even to a positive value:
+        // from nice 10 (inherited by the probe), nice 3 is refused.
+        cmwq::sched::set_nice(10).unwrap();
+        let lower = Workqueue::builder("prio-denied-lower")
+            .unbound()
+            .nice(3)
+            .build();
+        assert!(
+            matches!(lower, Err(Error::PriorityDenied { .. })),
+            "nice 3 from nice 10 without CAP_SYS_NICE: {lower:?}"
+        );
+        cmwq::sched::set_nice(0).ok();
         Some((denied.map(|_| ()), denied_high.map(|_| ()), fell))
     })
     .join()

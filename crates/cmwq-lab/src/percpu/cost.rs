@@ -149,7 +149,8 @@ pub fn run_cost(
     std::thread::scope(|s| {
         s.spawn(|| {
             let cpu = sched::current_cpu();
-            let _ = sched::set_affinity(&[cpu]);
+            // The report names this CPU: a failed pin would make it a lie.
+            sched::set_affinity(&[cpu]).map_err(|e| format!("pin to CPU {cpu}: {e}"))?;
             let mut subjects = Vec::new();
             for &v in &cfg.variants {
                 let subject = match v.mode() {

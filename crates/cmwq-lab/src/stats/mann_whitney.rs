@@ -16,6 +16,10 @@ pub enum MwuMethod {
     Exact,
     /// From the normal approximation with tie and continuity corrections.
     Asymptotic,
+    /// Small samples with ties: from every one of the C(N, n1) ways to split
+    /// the pooled (mid-)ranks, as `scipy.stats.mannwhitneyu(method=
+    /// PermutationMethod())` when its resamples cover them all.
+    Permutation,
 }
 
 /// Result of [`mann_whitney_u`].
@@ -45,6 +49,16 @@ const EXACT_TABLE_LIMIT: usize = 1 << 20;
 ///   sample has no ties: p = 2·P(U ≥ max(U1, U2)) under the null
 ///   distribution, capped at 1. (This is SciPy's current rule; SciPy before
 ///   1.7 used other rules, and its `'auto'` is not documented as stable.)
+/// * **Permutation** (a deliberate departure from SciPy's `'auto'`) when at
+///   least one sample has at most 8 values and there *are* ties: SciPy falls
+///   back to the normal approximation there, which is anti-conservative for
+///   tiny samples (3 × 100 vs 3 × 101 gives p = 0.047 where no split of six
+///   values can give less than 0.1), and integer metrics (RSS, context
+///   switches, counts) tie often. The null distribution of the rank sum is
+///   counted over all C(N, n1) splits of the pooled mid-ranks; p =
+///   2·min(P(R ≤ r), P(R ≥ r)), capped at 1 — SciPy's
+///   `mannwhitneyu(method=PermutationMethod())` with exhaustive resamples.
+///   Beyond [`PERMUTATION_LIMIT`] work the normal approximation is used.
 /// * **Asymptotic** otherwise: z = (max(U1, U2) - n1·n2/2 - 1/2) / σ with
 ///   σ² = n1·n2/12 · ((N + 1) - Σ(t³ - t) / (N(N - 1))), where N = n1 + n2
 ///   and t runs over the sizes of groups of tied values; p = 2·P(Z > z),
@@ -77,6 +91,17 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64]) -> Result<MannWhitney, StatsError> {
         }
     }
 
+    if ranks.ties
+        && (n1 <= 8 || n2 <= 8)
+        && let Some(p) = permutation_two_sided_p(x, y)
+    {
+        return Ok(MannWhitney {
+            u: u1,
+            p,
+            method: MwuMethod::Permutation,
+        });
+    }
+
     let (f1, f2) = (n1 as f64, n2 as f64);
     let big_n = f1 + f2;
     let sigma2 = f1 * f2 / 12.0 * ((big_n + 1.0) - ranks.tie_term / (big_n * (big_n - 1.0)));
@@ -91,6 +116,70 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64]) -> Result<MannWhitney, StatsError> {
         p,
         method: MwuMethod::Asymptotic,
     })
+}
+
+/// Most steps (pooled size × smaller side × rank-sum range) the permutation
+/// distribution may take; about 50 ms. Far above benchmark run counts.
+pub const PERMUTATION_LIMIT: usize = 50_000_000;
+
+/// The two-sided p of the rank sum of the smaller sample over every split of
+/// the pooled mid-ranks (ties kept), or `None` beyond [`PERMUTATION_LIMIT`].
+///
+/// Mid-ranks are halves at worst, so they are doubled to integers; `ways[j][s]`
+/// counts the subsets of j of the ranks seen so far whose doubled sum is s (a
+/// 0/1 knapsack count). The counts are at most C(N, m), kept as f64: exact up
+/// to 2^53, and relative error below 1e-15 beyond that.
+fn permutation_two_sided_p(x: &[f64], y: &[f64]) -> Option<f64> {
+    let (small, other) = if x.len() <= y.len() { (x, y) } else { (y, x) };
+    let m = small.len();
+    let mut pooled: Vec<(f64, bool)> = small
+        .iter()
+        .map(|&v| (v, true))
+        .chain(other.iter().map(|&v| (v, false)))
+        .collect();
+    pooled.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = pooled.len();
+    // Doubled mid-ranks: positions start..end share (start+1+end).
+    let mut ranks2 = vec![0usize; n];
+    let mut observed = 0usize;
+    let mut start = 0;
+    while start < n {
+        let mut end = start + 1;
+        while end < n && pooled[end].0 == pooled[start].0 {
+            end += 1;
+        }
+        for i in start..end {
+            ranks2[i] = start + 1 + end;
+            if pooled[i].1 {
+                observed += start + 1 + end;
+            }
+        }
+        start = end;
+    }
+    let max_sum: usize = {
+        let mut r = ranks2.clone();
+        r.sort_unstable_by(|a, b| b.cmp(a));
+        r.iter().take(m).sum()
+    };
+    if n.saturating_mul(m).saturating_mul(max_sum + 1) > PERMUTATION_LIMIT {
+        return None;
+    }
+    let mut ways = vec![vec![0f64; max_sum + 1]; m + 1];
+    ways[0][0] = 1.0;
+    for &r in &ranks2 {
+        for j in (1..=m).rev() {
+            let (lo, hi) = ways.split_at_mut(j);
+            let (prev, cur) = (&lo[j - 1], &mut hi[0]);
+            for s in (r..=max_sum).rev() {
+                cur[s] += prev[s - r];
+            }
+        }
+    }
+    let dist = &ways[m];
+    let total: f64 = dist.iter().sum();
+    let le: f64 = dist[..=observed.min(max_sum)].iter().sum();
+    let ge: f64 = dist[observed.min(max_sum + 1)..].iter().sum();
+    Some((2.0 * le.min(ge) / total).min(1.0))
 }
 
 /// Rank sum of the first sample and the tie bookkeeping of the pooled one.
@@ -224,7 +313,8 @@ mod tests {
         // the tie 4 = 4 counts one half.
         let r = mann_whitney_u(&[3.0, 5.0, 4.0], &[2.0, 1.0, 4.0]).unwrap();
         assert_eq!(r.u, 7.5);
-        assert_eq!(r.method, MwuMethod::Asymptotic);
+        // A tie in samples this small: counted over every split.
+        assert_eq!(r.method, MwuMethod::Permutation);
     }
 
     #[test]
@@ -254,5 +344,19 @@ mod tests {
         assert_eq!(e.to_string(), "experiment: no values");
         let e = mann_whitney_u(&[f64::NAN], &[1.0]).unwrap_err();
         assert!(e.to_string().starts_with("baseline:"), "{e}");
+    }
+
+    #[test]
+    fn ties_in_tiny_samples_use_the_permutation_distribution() {
+        // 3 x 100 vs 3 x 101: one split in C(6,3) = 20 puts every 100 in x.
+        let r = mann_whitney_u(&[100.0; 3], &[101.0; 3]).unwrap();
+        assert_eq!(r.method, MwuMethod::Permutation);
+        assert!((r.p - 0.1).abs() < 1e-12, "{r:?}");
+        // 2 x 100 vs 5 x 101: 1 split in C(7,2) = 21, two-sided 2/21.
+        let r = mann_whitney_u(&[100.0; 2], &[101.0; 5]).unwrap();
+        assert!((r.p - 2.0 / 21.0).abs() < 1e-12, "{r:?}");
+        // All equal: every split has the same rank sum.
+        let r = mann_whitney_u(&[7.0; 4], &[7.0; 4]).unwrap();
+        assert_eq!(r.p, 1.0);
     }
 }

@@ -22,6 +22,9 @@ What is computed:
   values and the pooled sample has no ties, and the normal approximation
   (tie- and continuity-corrected) otherwise.  The method actually used is
   recorded too (SciPy's private ``_mwu_choose_method`` rule, restated below).
+  Where cmwq departs from 'auto' on purpose (a side of <= 8 values *with*
+  ties: exhaustive permutations instead of the normal approximation), the
+  reference is ``mannwhitneyu(method=PermutationMethod(n_resamples=inf))``.
 * Summaries: ``numpy.mean``, ``numpy.median``, ``numpy.std(ddof=1)``,
   ``numpy.min``, ``numpy.max``; percentiles: ``numpy.percentile`` (the
   default 'linear' method, Hyndman-Fan type 7).
@@ -68,6 +71,10 @@ WALL_B = [float(v) for v in np.round(_rng.normal(2.3865, 0.01, 20), 4)]
 MWU_CASES = [
     # name, x, y
     ("ties_small", [1, 2, 2, 3, 4], [2, 3, 3, 5, 6, 7]),
+    ("ties_3_vs_3_two_values", [100, 100, 100], [101, 101, 101]),
+    ("ties_2_vs_5_two_values", [100, 100], [101, 101, 101, 101, 101]),
+    ("ties_rss_like_4_vs_5", [8160, 8164, 8164, 8168], [8164, 8168, 8172, 8172, 8176]),
+    ("ties_8_vs_12_counts", [3, 4, 4, 5, 5, 5, 6, 7], [5, 6, 6, 7, 7, 8, 8, 8, 9, 9, 10, 12]),
     ("ties_within_x_only", [1, 1, 2, 3], [4, 5, 6, 7]),
     ("n1_vs_n1", [1], [2]),
     ("n1_vs_n1_tied", [3], [3]),
@@ -127,8 +134,55 @@ def scipy_method(x, y):
     if len(x) > 8 and len(y) > 8:
         return "Asymptotic"
     if ties:
-        return "Asymptotic"
+        # cmwq departs from SciPy's 'auto' here: exhaustive permutations
+        # (see mwu_reference below), not the normal approximation.
+        return "Permutation"
     return "Exact"
+
+
+def mwu_reference(x, y):
+    """SciPy's answer for the method cmwq uses: 'auto' where they agree,
+    and where cmwq enumerates (small samples with ties)
+    mannwhitneyu(method=PermutationMethod(n_resamples=inf)), which SciPy
+    computes from every split of the pooled sample."""
+    if scipy_method(x, y) == "Permutation":
+        brute = brute_force_permutation(x, y)
+        if min(len(x), len(y)) < 2:
+            # SciPy's permutation_test wants two values a side; the plain
+            # enumeration below is the reference then.
+            return brute
+        res = scipy.stats.mannwhitneyu(
+            x, y, alternative="two-sided",
+            method=scipy.stats.PermutationMethod(n_resamples=np.inf))
+        assert abs(res.pvalue - brute.pvalue) < 1e-12, (x, y, res, brute)
+        return res
+    return scipy.stats.mannwhitneyu(x, y, alternative="two-sided")
+
+
+class _Res:
+    def __init__(self, statistic, pvalue):
+        self.statistic = statistic
+        self.pvalue = pvalue
+
+
+def brute_force_permutation(x, y):
+    """Every split of the pooled values into len(x) and len(y), by
+    itertools: U of x and 2*min(P(U <= u), P(U >= u)), capped at 1."""
+    import itertools
+    pooled = list(x) + list(y)
+    def u_of(a, b):
+        return sum(1.0 if p > q else 0.5 if p == q else 0.0 for p in a for q in b)
+    u_obs = u_of(x, y)
+    le = ge = total = 0
+    for idx in itertools.combinations(range(len(pooled)), len(x)):
+        chosen = set(idx)
+        a = [pooled[i] for i in idx]
+        b = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        u = u_of(a, b)
+        total += 1
+        le += u <= u_obs + 1e-9
+        ge += u >= u_obs - 1e-9
+    return _Res(u_obs, min(1.0, 2.0 * min(le, ge) / total))
 
 
 # --------------------------------------------------------------------------
@@ -249,12 +303,13 @@ def generate():
     w("// Do not edit by hand: change the script and rerun it with --write.")
     w("")
     w("/// `scipy.stats.mannwhitneyu(x, y, alternative='two-sided')` (use_continuity=True,")
-    w("/// method='auto'): `u` is `res.statistic` (U of x), `p` is `res.pvalue`.")
+    w("/// method='auto'; for `Permutation` rows method=PermutationMethod(n_resamples=inf)):")
+    w("/// `u` is `res.statistic` (U of x), `p` is `res.pvalue`.")
     w("const MWU_CASES: &[MwuCase] = &[")
     for name, x, y in MWU_CASES:
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
-        res = scipy.stats.mannwhitneyu(x, y, alternative="two-sided")
+        res = mwu_reference(x, y)
         w("    MwuCase {")
         w("        name: %r," % name)
         w("        x: %s," % flist(x))

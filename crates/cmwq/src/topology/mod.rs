@@ -626,8 +626,12 @@ fn components(
     key
 }
 
-/// The CPUs this process may run on, from `sched_getaffinity(0)`.
+/// The CPUs this process may run on: `sched_getaffinity` of the process
+/// (its main thread, what `taskset -p` shows), not of the calling thread, so a
+/// pinned thread that asks first does not narrow the answer for everyone.
 pub fn sched_affinity() -> Result<Vec<usize>, TopologyError> {
+    // SAFETY: getpid takes no arguments and cannot fail.
+    let pid = unsafe { libc::getpid() };
     // Start with room for 1024 CPUs (glibc's cpu_set_t) and grow while the
     // kernel says the buffer is smaller than its cpumask (EINVAL).
     let mut words = 1024 / 64;
@@ -638,7 +642,7 @@ pub fn sched_affinity() -> Result<Vec<usize>, TopologyError> {
         // bytes; the kernel writes at most `bytes` bytes of mask into it, and
         // a cpu_set_t is nothing but an array of unsigned longs.
         let rc = unsafe {
-            libc::sched_getaffinity(0, bytes, buf.as_mut_ptr().cast::<libc::cpu_set_t>())
+            libc::sched_getaffinity(pid, bytes, buf.as_mut_ptr().cast::<libc::cpu_set_t>())
         };
         if rc == 0 {
             let mut cpus = Vec::new();
@@ -657,7 +661,7 @@ pub fn sched_affinity() -> Result<Vec<usize>, TopologyError> {
             continue;
         }
         return Err(TopologyError::Io {
-            path: "sched_getaffinity(0)".into(),
+            path: format!("sched_getaffinity({pid})"),
             msg: err.to_string(),
         });
     }
