@@ -223,6 +223,8 @@ static GLOBAL: Mutex<Option<Server>> = Mutex::new(None);
 /// let server = cmwq::control::serve_at(&dir.join("me.sock"), None).unwrap();
 /// let mut c = cmwq::control::Client::connect_path(server.path()).unwrap();
 /// assert_eq!(c.ping().unwrap(), std::process::id());
+/// drop((c, server)); // the server removes its socket
+/// std::fs::remove_dir(&dir).unwrap();
 /// ```
 pub fn serve() -> Result<PathBuf, Error> {
     let mut g = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
