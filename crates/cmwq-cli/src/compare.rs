@@ -62,6 +62,11 @@ pub struct CompareArgs {
     /// Warm-up runs per side, not recorded
     #[arg(long, value_name = "W", default_value_t = 1)]
     pub warmup: usize,
+    /// Order of the sides within each round: `rotate` (A B, then B A, ...: no
+    /// side always follows the same one, so cache and clock effects of the
+    /// previous run cancel) or `fixed` (A B, A B, ...)
+    #[arg(long, value_name = "ORDER", default_value = "rotate", value_parser = ["rotate", "fixed"])]
+    pub order: String,
     /// Deltas below this many percent are `flat`
     #[arg(long, value_name = "PCT", default_value_t = 0.1)]
     pub noise_floor: f64,
@@ -192,7 +197,8 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         // Rotate the order each round (A B, B A, ... ; 0 1 2, 1 2 0, ...) so no
         // side always runs right after another (caches, page cache, clocks).
         let n = sides.len();
-        for s in (0..n).map(|k| (k + i) % n) {
+        let shift = if a.order == "fixed" { 0 } else { i };
+        for s in (0..n).map(|k| (k + shift) % n) {
             let sd = &sides[s];
             let res = compare::run_side(sd);
             done += 1;
@@ -280,6 +286,8 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         let doc = serde_json::json!({
             "schema": "cmwq-compare/1",
             "preset": a.preset,
+            "order": a.order,
+            "warmup": a.warmup,
             "a": sides[0],
             "b": sides[1],
             "sides": sides,

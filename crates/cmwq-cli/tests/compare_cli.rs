@@ -445,3 +445,28 @@ fn a_cmwq_side_that_prints_no_metrics_is_a_failed_run() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("printed no JSON metrics"), "{err}");
 }
+
+#[test]
+fn sides_alternate_their_order_unless_fixed() {
+    let order = |extra: &[&str]| -> Vec<u64> {
+        let mut args = vec![
+            "compare", "--a-cmd", A, "--b-cmd", B, "--runs", "3", "--warmup", "0", "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = cmwq(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        j["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["side"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(order(&[]), vec![0, 1, 1, 0, 0, 1]);
+    assert_eq!(order(&["--order", "fixed"]), vec![0, 1, 0, 1, 0, 1]);
+}
