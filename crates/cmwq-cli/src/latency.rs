@@ -81,6 +81,9 @@ pub fn run(a: LatencyArgs) -> Result<(), String> {
     for l in r.clat.fio_lines() {
         println!("  {l}");
     }
+    // From the due tick: what a client on that schedule waited (clat starts
+    // at the queue call and misses a late producer).
+    println!("  {}, p99=[{:.0}]", r.lat.fio_summary(" lat"), r.lat.p99);
     println!("  items={}, missed={}", r.queued, r.missed);
     if let Some(n) = &r.priority_note {
         println!("  note: {n}");

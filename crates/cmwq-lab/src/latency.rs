@@ -21,9 +21,15 @@
 //!   what the pool's priority changes). The callback then spins for `work`
 //!   (the item's own small job) and frees its slot.
 //!
+//! - **lat**: per item, from the tick it was *due* on the schedule to the
+//!   first instruction of its callback. It adds the producer's own lateness
+//!   (the producer runs at nice 0 beside the hogs and may queue a backlog in a
+//!   burst), so a late producer cannot hide the delay a real client would see
+//!   (coordinated omission); clat alone would.
+//!
 //! Statistics are over every item of the run, in microseconds, as fio prints
-//! them: min, max, avg, stdev, and percentiles p50, p90, p99, p99.9 (the value
-//! at index `n × q` of the sorted samples).
+//! them: min, max, avg, stdev, and percentiles p50, p90, p99, p99.9 (nearest
+//! rank: the value at index ⌈n × q⌉ − 1 of the sorted samples).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,12 +141,14 @@ pub struct Clat {
     pub p99_9: f64,
 }
 
-/// The value at index `n × permille / 1000` of sorted samples (clamped).
+/// The nearest-rank quantile of sorted samples: the value at index
+/// ⌈n × permille / 1000⌉ − 1 (clamped).
 pub fn quantile_permille(sorted: &[u64], permille: usize) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
-    sorted[(sorted.len() * permille / 1000).min(sorted.len() - 1)]
+    let rank = (sorted.len() * permille).div_ceil(1000).max(1);
+    sorted[(rank - 1).min(sorted.len() - 1)]
 }
 
 impl Clat {
@@ -173,27 +181,40 @@ impl Clat {
     }
 
     /// The metrics a `cmwq compare` run reads: `clat min us` ... `clat p99.9 us`.
-    pub fn metrics(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("clat min us", self.min),
-            ("clat avg us", self.avg),
-            ("clat max us", self.max),
-            ("clat stdev us", self.stdev),
-            ("clat p50 us", self.p50),
-            ("clat p90 us", self.p90),
-            ("clat p99 us", self.p99),
-            ("clat p99.9 us", self.p99_9),
+    pub fn metrics(&self) -> Vec<(String, f64)> {
+        self.metrics_as("clat")
+    }
+
+    /// The same rows named `<prefix> min us` ... `<prefix> p99.9 us`.
+    pub fn metrics_as(&self, prefix: &str) -> Vec<(String, f64)> {
+        [
+            ("min", self.min),
+            ("avg", self.avg),
+            ("max", self.max),
+            ("stdev", self.stdev),
+            ("p50", self.p50),
+            ("p90", self.p90),
+            ("p99", self.p99),
+            ("p99.9", self.p99_9),
         ]
+        .into_iter()
+        .map(|(k, v)| (format!("{prefix} {k} us"), v))
+        .collect()
+    }
+
+    /// fio's summary line for these samples under another name (`lat`).
+    pub fn fio_summary(&self, name: &str) -> String {
+        format!(
+            "{name} (usec): min={:.0}, max={:.0}, avg={:.2}, stdev={:.2}",
+            self.min, self.max, self.avg, self.stdev
+        )
     }
 
     /// fio's two lines: `clat (usec): min=.., max=.., avg=.., stdev=..` and the
     /// percentiles.
     pub fn fio_lines(&self) -> [String; 2] {
         [
-            format!(
-                "clat (usec): min={:.0}, max={:.0}, avg={:.2}, stdev={:.2}",
-                self.min, self.max, self.avg, self.stdev
-            ),
+            self.fio_summary("clat"),
             format!(
                 "clat percentiles (usec): 50.00th=[{:.0}], 90.00th=[{:.0}], 99.00th=[{:.0}], 99.90th=[{:.0}]",
                 self.p50, self.p90, self.p99, self.p99_9
@@ -209,6 +230,9 @@ pub struct LatencyReport {
     pub config: LatencyConfig,
     /// Queue → start latency of every item run.
     pub clat: Clat,
+    /// Due tick → start latency of every item run (the producer's lateness
+    /// included; see the module docs).
+    pub lat: Clat,
     /// Items queued.
     pub queued: u64,
     /// Ticks skipped because the slot's previous item had not finished.
@@ -225,6 +249,7 @@ pub struct LatencyReport {
 /// in flight.
 struct Slot {
     queued_at_ns: AtomicU64,
+    due_ns: AtomicU64,
     busy: AtomicBool,
 }
 
@@ -256,22 +281,43 @@ fn build_wq(
         .build()
         .map_err(|e| format!("building latency_wq at priority {p:?}: {e}"))?;
     let st = wq.stats();
-    Ok((wq, st.priority, st.priority_fallback))
+    // Nice-0 pools keep the nice their threads inherit (a run under `nice -n
+    // 5` has workers at 5): say what they really run at.
+    let inherited = cmwq::sched::current_nice();
+    let at = if st.priority == "nice 0" && inherited != 0 {
+        format!("nice {inherited} (inherited; nice-0 pools keep the process's nice)")
+    } else {
+        st.priority
+    };
+    Ok((wq, at, st.priority_fallback))
+}
+
+/// Workers of `latency_wq`'s pools that could not take the pool's priority.
+fn prio_failures() -> u64 {
+    let snap = cmwq::snapshot();
+    let Some(w) = snap.workqueues.iter().find(|w| w.name == "latency_wq") else {
+        return 0;
+    };
+    snap.pools
+        .iter()
+        .filter(|p| w.cpu_pool.contains(&Some(p.id)))
+        .map(|p| p.prio_failed)
+        .sum()
 }
 
 /// Runs the hogs and the stream; returns the statistics.
 pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
     cfg.validate()?;
-    let (wq, workers_at, note) = build_wq(cfg.priority, cfg.fallback)?;
+    let (wq, workers_at, mut note) = build_wq(cfg.priority, cfg.fallback)?;
     let cpus = crate::bench::sys::allowed_cpus();
     let epoch = Instant::now();
-    let samples = Arc::new(Mutex::new(Vec::<u64>::with_capacity(
-        (cfg.duration.as_nanos() / cfg.interval.as_nanos().max(1)) as usize + 1,
-    )));
+    let cap = (cfg.duration.as_nanos() / cfg.interval.as_nanos().max(1)) as usize + 1;
+    let samples = Arc::new(Mutex::new(Vec::<(u64, u64)>::with_capacity(cap)));
     let slots: Arc<Vec<Slot>> = Arc::new(
         (0..SLOTS)
             .map(|_| Slot {
                 queued_at_ns: AtomicU64::new(0),
+                due_ns: AtomicU64::new(0),
                 busy: AtomicBool::new(false),
             })
             .collect(),
@@ -282,8 +328,12 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
             cmwq::Work::new(move || {
                 let start = epoch.elapsed().as_nanos() as u64;
                 let s = &slots[i];
-                let lat = start.saturating_sub(s.queued_at_ns.load(Ordering::Acquire));
-                samples.lock().unwrap_or_else(|e| e.into_inner()).push(lat);
+                let clat = start.saturating_sub(s.queued_at_ns.load(Ordering::Acquire));
+                let lat = start.saturating_sub(s.due_ns.load(Ordering::Acquire));
+                samples
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((clat, lat));
                 if !work.is_zero() {
                     spin_until(Instant::now() + work);
                 }
@@ -328,6 +378,10 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
                 missed += 1;
             } else {
                 s.busy.store(true, Ordering::Relaxed);
+                s.due_ns.store(
+                    next.saturating_duration_since(epoch).as_nanos() as u64,
+                    Ordering::Relaxed,
+                );
                 s.queued_at_ns
                     .store(epoch.elapsed().as_nanos() as u64, Ordering::Release);
                 if wq.queue(&works[i]) {
@@ -352,9 +406,22 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
             samples.len()
         ));
     }
+    let failed = prio_failures();
+    if failed > 0 {
+        let n = format!(
+            "{failed} worker(s) could not take the pool's priority and ran at the inherited one"
+        );
+        note = Some(match note {
+            Some(x) => format!("{x}; {n}"),
+            None => n,
+        });
+    }
+    let clat: Vec<u64> = samples.iter().map(|s| s.0).collect();
+    let lat: Vec<u64> = samples.iter().map(|s| s.1).collect();
     Ok(LatencyReport {
         config: cfg.clone(),
-        clat: Clat::from_ns(&samples),
+        clat: Clat::from_ns(&clat),
+        lat: Clat::from_ns(&lat),
         queued,
         missed,
         workers_at,
@@ -366,8 +433,8 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
 /// `missed`.
 pub fn metrics_json(r: &LatencyReport) -> serde_json::Value {
     let mut m = serde_json::Map::new();
-    for (k, v) in r.clat.metrics() {
-        m.insert(k.into(), v.into());
+    for (k, v) in r.clat.metrics().into_iter().chain(r.lat.metrics_as("lat")) {
+        m.insert(k, v.into());
     }
     m.insert("items".into(), r.queued.into());
     m.insert("missed".into(), r.missed.into());
@@ -391,13 +458,10 @@ mod tests {
             "{}",
             c.stdev
         );
-        assert_eq!(
-            (c.p50, c.p90, c.p99, c.p99_9),
-            (501.0, 901.0, 991.0, 1000.0)
-        );
+        assert_eq!((c.p50, c.p90, c.p99, c.p99_9), (500.0, 900.0, 990.0, 999.0));
         let [a, b] = c.fio_lines();
         assert_eq!(a, "clat (usec): min=1, max=1000, avg=500.50, stdev=288.82");
-        assert!(b.contains("99.90th=[1000]"), "{b}");
+        assert!(b.contains("99.90th=[999]"), "{b}");
         let one = Clat::from_ns(&[1500]);
         assert_eq!((one.min, one.p99_9, one.stdev), (1.5, 1.5, 0.0));
         assert_eq!(Clat::from_ns(&[]).n, 0);
@@ -444,6 +508,18 @@ mod tests {
         let r = run(&cfg).unwrap();
         assert_eq!(r.queued + r.missed, 80);
         assert_eq!(r.clat.n as u64, r.queued);
+        // lat runs from the due tick, never after the queue call: sample by
+        // sample lat >= clat, so every order statistic is too.
+        assert_eq!(r.lat.n, r.clat.n);
+        for (l, c) in [
+            (r.lat.min, r.clat.min),
+            (r.lat.p50, r.clat.p50),
+            (r.lat.p99, r.clat.p99),
+            (r.lat.max, r.clat.max),
+        ] {
+            assert!(l >= c, "lat {l} < clat {c}");
+        }
+        assert!(metrics_json(&r)["lat p99 us"].as_f64().is_some());
         assert!(r.clat.min <= r.clat.p50 && r.clat.p50 <= r.clat.max);
         let m = metrics_json(&r);
         assert_eq!(m["items"], r.queued);

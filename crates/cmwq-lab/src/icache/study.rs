@@ -125,6 +125,40 @@ pub mod rows {
     pub const SIM_I1_CMWQ: &str = "I1 misses in cmwq:: (sim)";
     /// Simulated I1 misses elsewhere.
     pub const SIM_I1_OTHER: &str = "I1 misses elsewhere (sim)";
+    /// Simulated I1 misses per item with process start-up taken out: (misses
+    /// of the run − misses of a one-batch run) / (items − one batch).
+    pub const SIM_I1_PER_ITEM_STEADY: &str = "I1 misses/item (sim, steady)";
+    /// Simulated instructions per item, start-up taken out likewise.
+    pub const SIM_INSNS_PER_ITEM_STEADY: &str = "instructions/item (sim, steady)";
+    /// Simulated I1 MPKI of the steady state (differences of both).
+    pub const SIM_MPKI_STEADY: &str = "I1 MPKI (sim, steady)";
+}
+
+/// Items a workload really runs for `items` asked in batches of `batch`
+/// (it rounds up to whole batches).
+pub fn items_run(items: u64, batch: usize) -> u64 {
+    let b = batch.max(1) as u64;
+    items.div_ceil(b) * b
+}
+
+/// Adds the steady-state rows to a cachegrind run's metrics, given the
+/// instructions and I1 misses of a one-batch run of the same binary (its
+/// start-up: loading, the runtime, the first touch of every code path).
+pub fn add_steady_metrics(m: &mut BTreeMap<String, f64>, items: u64, base: (f64, f64, u64)) {
+    let (ir0, i10, items0) = base;
+    let (Some(&ir), Some(&i1)) = (m.get(rows::SIM_INSNS), m.get(rows::SIM_I1)) else {
+        return;
+    };
+    if items <= items0 {
+        return;
+    }
+    let n = (items - items0) as f64;
+    let (dir, di1) = ((ir - ir0).max(0.0), (i1 - i10).max(0.0));
+    m.insert(rows::SIM_I1_PER_ITEM_STEADY.to_string(), di1 / n);
+    m.insert(rows::SIM_INSNS_PER_ITEM_STEADY.to_string(), dir / n);
+    if dir > 0.0 {
+        m.insert(rows::SIM_MPKI_STEADY.to_string(), 1000.0 * di1 / dir);
+    }
 }
 
 fn workload_argv(bin: &Path, w: Workload, items: u64, batch: usize) -> Vec<String> {
@@ -277,6 +311,9 @@ pub fn build_table(
         }
     }
     let sim = [
+        rows::SIM_I1_PER_ITEM_STEADY,
+        rows::SIM_INSNS_PER_ITEM_STEADY,
+        rows::SIM_MPKI_STEADY,
         rows::SIM_INSNS,
         rows::SIM_INSNS_PER_ITEM,
         rows::SIM_I1,
@@ -337,22 +374,35 @@ pub fn conclusion(sizes: &Sizes, workloads: &[WorkloadReport]) -> String {
         }
     );
     let mut any_cost = false;
+    let mut any_gain = false;
     let mut surfaced = Vec::new();
     let mut helped = Vec::new();
     for w in workloads {
         let t = &w.table;
         let name = w.workload.name();
-        let mpki = row(t, rows::SIM_MPKI)
+        // The verdict on i-cache cost comes from misses per item, not MPKI:
+        // fewer instructions alone raise MPKI without a single extra miss.
+        // Steady state (start-up taken out) where cachegrind ran; hardware
+        // counters count the same number of items a side, so their raw
+        // misses compare directly.
+        let misses = row(t, rows::SIM_I1_PER_ITEM_STEADY)
+            .map(|r| (r, "simulated I1 misses/item, steady state"))
+            .or_else(|| row(t, "L1i misses :u").map(|r| (r, "L1i misses :u (hw)")))
+            .or_else(|| row(t, "L1i misses :k").map(|r| (r, "L1i misses :k (hw)")));
+        let mpki = row(t, rows::SIM_MPKI_STEADY)
+            .or_else(|| row(t, rows::SIM_MPKI))
             .or_else(|| row(t, "L1i MPKI :u"))
             .or_else(|| row(t, "L1i MPKI :k"));
-        let insns = row(t, rows::SIM_INSNS_PER_ITEM).or_else(|| row(t, "instructions :u"));
+        let insns = row(t, rows::SIM_INSNS_PER_ITEM_STEADY)
+            .or_else(|| row(t, rows::SIM_INSNS_PER_ITEM))
+            .or_else(|| row(t, "instructions :u"));
         let thr = row(t, rows::THROUGHPUT);
         s.push_str(&format!("\n\n{name}: "));
-        match mpki {
-            Some(m) => {
+        match misses {
+            Some((m, what)) => {
                 let c = cost(Some(m));
                 s.push_str(&format!(
-                    "I1 MPKI {:.3} -> {:.3}, {}: {}",
+                    "{what} {:.3} -> {:.3}, {}: {}",
                     m.stats.baseline.median,
                     m.stats.experiment.median,
                     describe(m),
@@ -363,6 +413,16 @@ pub fn conclusion(sizes: &Sizes, workloads: &[WorkloadReport]) -> String {
                     }
                 ));
                 any_cost |= c == Some(true);
+                any_gain |= c == Some(false);
+                if let Some(mp) = mpki {
+                    s.push_str(&format!(
+                        "; {} {:.3} -> {:.3}, {}",
+                        mp.metric,
+                        mp.stats.baseline.median,
+                        mp.stats.experiment.median,
+                        describe(mp)
+                    ));
+                }
             }
             None => s.push_str("I1 misses not measured (no counters, no cachegrind)"),
         }
@@ -394,10 +454,14 @@ pub fn conclusion(sizes: &Sizes, workloads: &[WorkloadReport]) -> String {
         }
     }
     s.push_str("\n\nSo: ");
-    s.push_str(if any_cost {
-        "inlining has an i-cache cost"
-    } else {
-        "no i-cache cost of inlining was measured beyond noise"
+    s.push_str(match (any_cost, any_gain) {
+        (true, false) => "inlining has an i-cache cost",
+        (true, true) => {
+            "the i-cache effect of inlining is mixed (more misses per item in one workload, \
+             fewer in another): code layout, not the inlined bytes, decides"
+        }
+        (false, true) => "inlining had fewer i-cache misses per item, beyond noise",
+        (false, false) => "no i-cache cost of inlining was measured beyond noise",
     });
     s.push_str(&match (surfaced.is_empty(), helped.is_empty()) {
         (true, true) => {
@@ -495,6 +559,25 @@ pub fn run(cfg: &StudyConfig, progress: &mut dyn FnMut(&str)) -> Result<Study, S
             }
         }
         let mut cg_runs = Vec::new();
+        // One one-batch cachegrind run a side: its counts are start-up, taken
+        // out of every run's steady-state rows.
+        let mut startup: [Option<(f64, f64, u64)>; 2] = [None, None];
+        if cachegrind_unavailable.is_none() {
+            for (side, bin) in bins.iter().enumerate() {
+                progress(&format!(
+                    "{}: cachegrind start-up run side {}",
+                    w.name(),
+                    ["A", "B"][side]
+                ));
+                let items0 = items_run(cfg.batch as u64, cfg.batch);
+                let argv = workload_argv(bin, w, items0, cfg.batch);
+                let out = cfg.tmp.join(format!("cachegrind.out.{side}"));
+                if let Ok((p, _)) = cachegrind::run(&argv, &cfg.geometry, &out) {
+                    startup[side] = Some((p.total("Ir") as f64, p.total("I1mr") as f64, items0));
+                }
+            }
+        }
+        let cg_items_run = items_run(cg_items, cfg.batch);
         if cachegrind_unavailable.is_none() {
             for i in 0..cfg.cg_runs {
                 for (side, bin) in bins.iter().enumerate() {
@@ -511,7 +594,10 @@ pub fn run(cfg: &StudyConfig, progress: &mut dyn FnMut(&str)) -> Result<Study, S
                     let (metrics, error) = match res {
                         Ok((p, stdout)) => {
                             let n = crate::compare::extract_metrics(&stdout);
-                            let mut m = cachegrind_metrics(&p, cg_items);
+                            let mut m = cachegrind_metrics(&p, cg_items_run);
+                            if let Some(base) = startup[side] {
+                                add_steady_metrics(&mut m, cg_items_run, base);
+                            }
                             if n.is_empty() {
                                 (m, Some("the workload printed no JSON".to_string()))
                             } else {
@@ -654,14 +740,29 @@ mod tests {
         }
     }
 
-    fn report(w: Workload, thr: [f64; 2], mpki: [f64; 2]) -> WorkloadReport {
+    /// A workload's report; `misses` are I1 misses per item (steady), and
+    /// MPKI follows from them and `insns` instructions per item.
+    fn report_full(
+        w: Workload,
+        thr: [f64; 2],
+        misses: [f64; 2],
+        insns: [f64; 2],
+    ) -> WorkloadReport {
         let mut runs = Vec::new();
         let mut cg = Vec::new();
         for i in 0..5 {
             let j = i as f64 * 0.0001;
             for side in 0..2 {
                 runs.push(rec(side, &[(rows::THROUGHPUT, thr[side] * (1.0 + j))]));
-                cg.push(rec(side, &[(rows::SIM_MPKI, mpki[side] * (1.0 + j))]));
+                let m = misses[side] * (1.0 + j);
+                cg.push(rec(
+                    side,
+                    &[
+                        (rows::SIM_I1_PER_ITEM_STEADY, m),
+                        (rows::SIM_INSNS_PER_ITEM_STEADY, insns[side]),
+                        (rows::SIM_MPKI_STEADY, 1000.0 * m / insns[side]),
+                    ],
+                ));
             }
         }
         let table = build_table(
@@ -680,6 +781,10 @@ mod tests {
             cachegrind_runs: cg,
             table,
         }
+    }
+
+    fn report(w: Workload, thr: [f64; 2], misses: [f64; 2]) -> WorkloadReport {
+        report_full(w, thr, misses, [1000.0, 1000.0])
     }
 
     fn sizes() -> Sizes {
@@ -704,15 +809,18 @@ mod tests {
         assert!(c.contains("by +387 bytes"), "{c}");
         assert!(c.contains("gone from the inlined build"), "{c}");
         assert!(
-            c.contains("resident: I1 MPKI 1.000 -> 1.000, +0.00% (flat): no i-cache cost"),
+            c.contains(
+                "resident: simulated I1 misses/item, steady state 1.000 -> 1.000, +0.00% (flat): no i-cache cost"
+            ),
             "{c}"
         );
         assert!(
             c.contains(
-                "frontend: I1 MPKI 10.002 -> 12.002, +20.00% (**): the i-cache cost is there"
+                "frontend: simulated I1 misses/item, steady state 10.002 -> 12.002, +20.00% (**): the i-cache cost is there"
             ),
             "{c}"
         );
+        assert!(c.contains("I1 MPKI (sim, steady) 10.002 -> 12.002"), "{c}");
         assert!(
             c.contains("Throughput -10.00% (**): the cost surfaces"),
             "{c}"
@@ -727,6 +835,43 @@ mod tests {
         let faster = report(Workload::Frontend, [100.0, 110.0], [10.0, 10.0]);
         let c = conclusion(&sizes(), &[faster]);
         assert!(c.contains("inlining was faster in frontend"), "{c}");
+        // Fewer instructions with the same misses raise MPKI: not a cost.
+        let fewer_insns = report_full(
+            Workload::Resident,
+            [100.0, 100.0],
+            [1.0, 1.0],
+            [1000.0, 940.0],
+        );
+        assert!(
+            fewer_insns
+                .table
+                .compared()
+                .any(|r| r.metric == rows::SIM_MPKI_STEADY && r.stats.is_regression())
+        );
+        let c = conclusion(&sizes(), &[fewer_insns]);
+        assert!(
+            c.contains("no i-cache cost of inlining was measured"),
+            "{c}"
+        );
+        // More misses in one workload, fewer in the other: mixed.
+        let more = report(Workload::Resident, [100.0, 100.0], [1.0, 1.2]);
+        let less = report(Workload::Frontend, [100.0, 100.0], [10.0, 9.0]);
+        let c = conclusion(&sizes(), &[more, less]);
+        assert!(c.contains("is mixed"), "{c}");
+    }
+
+    #[test]
+    fn steady_rows_take_start_up_out() {
+        let mut m = BTreeMap::new();
+        // Start-up: 1M instructions, 8000 misses; each item: 100 and 2.
+        m.insert(rows::SIM_INSNS.to_string(), 1_000_000.0 + 100.0 * 516.0);
+        m.insert(rows::SIM_I1.to_string(), 8_000.0 + 2.0 * 516.0);
+        // A 16-item run: start-up plus 16 items' worth.
+        add_steady_metrics(&mut m, 516, (1_000_000.0 + 1_600.0, 8_032.0, 16));
+        assert_eq!(m[rows::SIM_I1_PER_ITEM_STEADY], 2.0);
+        assert_eq!(m[rows::SIM_INSNS_PER_ITEM_STEADY], 100.0);
+        assert_eq!(m[rows::SIM_MPKI_STEADY], 20.0);
+        assert_eq!(items_run(20, 16), 32);
     }
 
     #[test]
@@ -740,6 +885,9 @@ mod tests {
                 "instructions (hw)",
                 "L1i MPKI :u / :k (hw)",
                 "IPC (hw)",
+                rows::SIM_I1_PER_ITEM_STEADY,
+                rows::SIM_INSNS_PER_ITEM_STEADY,
+                rows::SIM_MPKI_STEADY,
                 rows::SIM_INSNS,
                 rows::SIM_INSNS_PER_ITEM,
                 rows::SIM_I1,
