@@ -149,15 +149,7 @@ pub fn affinity_of(tid: i32) -> io::Result<Vec<usize>> {
         return Err(io::Error::last_os_error());
     }
     let words = (r as usize / 8).min(mask.len());
-    Ok(mask[..words]
-        .iter()
-        .enumerate()
-        .flat_map(|(w, &bits)| {
-            (0..64)
-                .filter(move |b| bits & (1u64 << b) != 0)
-                .map(move |b| w * 64 + b)
-        })
-        .collect())
+    Ok(crate::topology::cpulist::mask_to_cpus(&mask[..words]))
 }
 
 /// The effective user id of the process.

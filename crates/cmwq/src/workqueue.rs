@@ -1523,24 +1523,21 @@ impl Workqueue {
             rejected: self.inner.stats.rejected.load(Ordering::Relaxed),
             ..WorkqueueStats::default()
         };
-        let (live, dead) = self.inner.pwq_list_and_dead();
-        for p in live
-            .iter()
-            .map(|r| r.pool.pwq_stats(r.slot))
-            .chain(std::iter::once(dead))
-        {
-            out.queued += p.queued;
-            out.started += p.started;
-            out.completed += p.completed;
-            out.panics += p.panics;
-            out.cm_wakeup += p.cm_wakeup;
-            out.cpu_time_ns += p.cpu_time_ns;
-            out.cpu_intensive += p.cpu_intensive;
-            out.sampled += p.sampled;
-            out.repatriated += p.repatriated;
-            out.mayday += p.mayday;
-            out.rescued += p.rescued;
+        let (live, mut sum) = self.inner.pwq_list_and_dead();
+        for r in &live {
+            sum.add(&r.pool.pwq_stats(r.slot));
         }
+        out.queued = sum.queued;
+        out.started = sum.started;
+        out.completed = sum.completed;
+        out.panics = sum.panics;
+        out.cm_wakeup = sum.cm_wakeup;
+        out.cpu_time_ns = sum.cpu_time_ns;
+        out.cpu_intensive = sum.cpu_intensive;
+        out.sampled = sum.sampled;
+        out.repatriated = sum.repatriated;
+        out.mayday = sum.mayday;
+        out.rescued = sum.rescued;
         out.in_flight = out.started.saturating_sub(out.completed);
         let (prio, note) = self
             .inner

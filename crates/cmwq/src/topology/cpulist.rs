@@ -49,7 +49,13 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
             set[c / 64] |= 1 << (c % 64);
         }
     }
-    Ok(set
+    Ok(mask_to_cpus(&set))
+}
+
+/// The CPUs set in a bitmask of 64-bit words, lowest CPU first (the layout of
+/// the kernel's `cpu_set_t` and of [`parse_cpulist`]'s set).
+pub(crate) fn mask_to_cpus(words: &[u64]) -> Vec<usize> {
+    words
         .iter()
         .enumerate()
         .flat_map(|(w, &bits)| {
@@ -57,7 +63,7 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
                 .filter(move |b| bits & (1u64 << b) != 0)
                 .map(move |b| w * 64 + b)
         })
-        .collect())
+        .collect()
 }
 
 fn parse_cpu_id(s: &str, entry: &str) -> Result<usize, String> {

@@ -70,7 +70,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-mod cpulist;
+pub(crate) mod cpulist;
 mod pods;
 mod synthetic;
 mod sysfs;
@@ -645,15 +645,7 @@ pub fn sched_affinity() -> Result<Vec<usize>, TopologyError> {
             libc::sched_getaffinity(pid, bytes, buf.as_mut_ptr().cast::<libc::cpu_set_t>())
         };
         if rc == 0 {
-            let mut cpus = Vec::new();
-            for (w, &bits) in buf.iter().enumerate() {
-                for b in 0..64 {
-                    if bits & (1u64 << b) != 0 {
-                        cpus.push(w * 64 + b);
-                    }
-                }
-            }
-            return Ok(cpus);
+            return Ok(cpulist::mask_to_cpus(&buf));
         }
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::EINVAL) && words * 64 < CPU_ID_LIMIT {
