@@ -403,6 +403,33 @@ pub fn render_dump(s: &Snapshot) -> String {
             w.stats.priority_fallback.as_deref().unwrap_or("-")
         );
     }
+
+    // Not in wq_dump.py: the kernel's pod pool has one worklist; cmwq's has a
+    // lane per CPU of the pod (see the README's "Where user space differs").
+    heading(&mut out, "Pod pool -> lanes");
+    let _ = writeln!(
+        out,
+        "[{:>id_len$} {:>4} {:>6} {:>4} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9}]",
+        "pool", "cpu", "queued", "idle", "run", "local", "stolen", "stole", "rehomed", "spread"
+    );
+    for p in s.pools.iter().filter(|p| p.lanes.len() > 1) {
+        for l in &p.lanes {
+            let _ = writeln!(
+                out,
+                " {:>id_len$} {:>4} {:>6} {:>4} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9}",
+                p.id,
+                l.cpu,
+                l.worklist,
+                l.idle,
+                l.running,
+                l.local,
+                l.stolen,
+                l.stole,
+                l.rehomed,
+                l.spread
+            );
+        }
+    }
     out
 }
 

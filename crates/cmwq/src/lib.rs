@@ -44,7 +44,8 @@ mod workqueue;
 pub use error::Error;
 pub use params::check_env;
 pub use pool::{
-    BlockingGuard, PoolCounts, WakeMode, blocking, debug_fail_worker_creation, set_idle_timeout,
+    BlockingGuard, DFL_SPREAD_THRESH, PoolCounts, WakeMode, blocking, debug_fail_worker_creation,
+    set_idle_timeout, set_spread_thresh, spread_thresh,
 };
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::{Snapshot, snapshot};

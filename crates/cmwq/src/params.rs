@@ -8,6 +8,7 @@
 //! | `CMWQ_UNBOUND_CPUS` | CPUs unbound queues may use (a cpu list) | `workqueue.unbound_cpus` |
 //! | `CMWQ_HIGHPRI_POLICY` | `nice` or `fifo` (see [`crate::HighpriPolicy`]) | — |
 //! | `CMWQ_CONTROL` | `1` starts the control endpoint with the first workqueue ([`crate::control`]) | — |
+//! | `CMWQ_SPREAD_US` | µs a pod pool's worker may spend on an item before work queued behind it spreads to idle CPUs of the pod ([`crate::set_spread_thresh`]) | — |
 //!
 //! A value that does not parse is an error naming the variable and the value,
 //! returned by the first `build()` that needs it; it is never silently ignored.
@@ -110,6 +111,12 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
             _ => None,
         })?
         .unwrap_or(false);
+        let spread = env_parse("CMWQ_SPREAD_US", "a number of microseconds >= 1", |s| {
+            s.parse::<u64>().ok().filter(|&n| n >= 1)
+        })?;
+        if let Some(us) = spread {
+            crate::set_spread_thresh(std::time::Duration::from_micros(us));
+        }
         Ok(p)
     })
     .as_ref()

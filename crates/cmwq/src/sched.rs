@@ -21,6 +21,13 @@ pub fn gettid() -> i32 {
 
 /// Restricts the calling thread to `cpus`. An empty list is refused.
 pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
+    set_affinity_of(0, cpus)
+}
+
+/// Restricts thread `tid` of this process (0: the calling thread) to `cpus`.
+/// An empty list is refused. A pod pool uses it on a sleeping worker before
+/// waking it, so the wakeup lands on the CPU the work came from.
+pub fn set_affinity_of(tid: i32, cpus: &[usize]) -> io::Result<()> {
     if cpus.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty cpu set"));
     }
@@ -33,8 +40,9 @@ pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
             unsafe { libc::CPU_SET(c, &mut set) };
         }
     }
-    // SAFETY: pid 0 is the calling thread; the set pointer and size describe a valid cpu_set_t.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    // SAFETY: tid names a thread (0: the caller); the set pointer and size
+    // describe a valid cpu_set_t that outlives the call.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if r == 0 {
         Ok(())
     } else {

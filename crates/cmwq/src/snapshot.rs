@@ -127,12 +127,41 @@ pub struct PoolSnap {
     pub running: usize,
     /// Items waiting on the worklist.
     pub worklist: usize,
-    /// Workers moved back into their pod (`REPATRIATED`).
+    /// Workers moved onto another CPU of the pod when woken for it
+    /// (`REPATRIATED`; the user-space `wake_cpu`).
     pub repatriated: u64,
     /// Worker threads that could not be created.
     pub create_failed: u64,
     /// Workers that could not take the pool's priority.
     pub prio_failed: u64,
+    /// One per real CPU of the pod (a bound pool has one): where items were
+    /// queued and who ran them. Not in the kernel, which has one worklist per
+    /// pool; see the README's "Where user space differs".
+    #[serde(default)]
+    pub lanes: Vec<LaneSnap>,
+}
+
+/// One CPU of a pool's pod: its worklist and the locality counters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaneSnap {
+    /// The real CPU its workers are pinned to.
+    pub cpu: usize,
+    /// Items waiting that were queued from this CPU.
+    pub worklist: usize,
+    /// Idle workers homed here.
+    pub idle: usize,
+    /// Workers homed here counted in `nr_running`.
+    pub running: usize,
+    /// Items queued here and run by a worker of this CPU.
+    pub local: u64,
+    /// Items queued here and run by a worker of another CPU (stolen).
+    pub stolen: u64,
+    /// Items of other CPUs that this CPU's workers ran.
+    pub stole: u64,
+    /// Workers re-homed onto this CPU to serve it.
+    pub rehomed: u64,
+    /// Workers of this CPU woken to help a lagging CPU of the pod.
+    pub spread: u64,
 }
 
 /// One workqueue's part in one pool (the kernel's `pool_workqueue`).

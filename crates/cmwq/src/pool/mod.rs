@@ -52,6 +52,11 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
+mod lane;
+
+pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
+use lane::{Lane, LazyNow};
+
 use crate::priority::PoolPrio;
 use crate::sched;
 use crate::watchdog;
@@ -93,6 +98,8 @@ pub(crate) struct Item {
     pub work: Arc<WorkInner>,
     pub pwq: u32,
     pub color: u8,
+    /// The lane (CPU of the pod) it was queued on.
+    pub lane: u16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,8 +139,12 @@ struct WorkerSlot {
     obs_cpu: Duration,
     /// Thread CPU time at the previous tick (CPU time accounting).
     cpu_seen: Option<Duration>,
-    /// Moved back into its pod on this wakeup; charged to the next item's pwq.
+    /// Re-homed onto another CPU on this wakeup; charged to the next item's pwq.
     repatriated: bool,
+    /// The lane it is homed on (pinned to that lane's CPU).
+    lane: usize,
+    /// When its current item began, while it is busy (the lane's `slow` test).
+    last_start: Option<Instant>,
 }
 
 impl WorkerSlot {
@@ -151,6 +162,8 @@ impl WorkerSlot {
             obs_cpu: Duration::ZERO,
             cpu_seen: None,
             repatriated: false,
+            lane: 0,
+            last_start: None,
         }
     }
 }
@@ -217,19 +230,17 @@ impl PwqStats {
 
 /// The lock-protected state of a pool.
 pub(crate) struct PoolInner {
-    pub worklist: VecDeque<Item>,
+    /// One per real CPU of the pod, by CPU number (see [`lane`]).
+    pub lanes: Vec<Lane>,
     workers: Vec<WorkerSlot>,
-    idle: Vec<usize>,
-    nr_running: usize,
-    /// Workers kicked but not yet running: they count against `cap`, so a burst
-    /// of queueing wakes one worker, not one per item.
-    nr_woken: usize,
     nr_workers: usize,
     manager_active: bool,
     pub pwqs: Vec<PwqState>,
     free_pwqs: Vec<u32>,
     refcnt: usize,
     dying: bool,
+    /// Round robin over lanes for items queued from outside the pod.
+    rr: usize,
     /// Items completed (the watchdog's progress check).
     progress: u64,
     /// `progress` at the watchdog's previous tick.
@@ -245,12 +256,11 @@ pub(crate) struct Pool {
     pub attrs: PoolAttrs,
     /// Concurrency managed: `cap` is finite.
     pub managed: bool,
-    /// Most workers counted in `nr_running` before no more are woken: 1 for a
-    /// bound pool, the pod's CPU count for a managed unbound pool, `usize::MAX`
-    /// for an unmanaged (kernel-style) unbound pool.
+    /// Most workers of one lane counted in `nr_running` before no more are
+    /// woken there: 1 for bound and managed unbound pools (one running worker
+    /// per CPU), `usize::MAX` for an unmanaged (kernel-style) unbound pool.
     pub cap: usize,
     inner: Mutex<PoolInner>,
-    pub repatriated: AtomicU64,
     pub create_failed: AtomicU64,
     /// Workers that could not take the pool's priority.
     pub prio_failed: AtomicU64,
@@ -263,22 +273,45 @@ pub struct PoolCounts {
     pub pool: u32,
     /// Worker threads, idle or not.
     pub workers: usize,
-    /// Workers on the idle list.
+    /// Workers on the idle lists.
     pub idle: usize,
     /// Workers counted by concurrency management (`nr_running`).
     pub running: usize,
-    /// Items waiting on the worklist.
+    /// Items waiting on the worklists.
     pub worklist: usize,
-    /// Non-strict workers moved back into their pod on wakeup (`REPATRIATED`).
+    /// Workers moved onto another CPU of the pod on wakeup (`REPATRIATED`).
     pub repatriated: u64,
     /// Worker threads that could not be created.
     pub create_failed: u64,
+    /// Items run by a worker of the CPU that queued them.
+    pub local: u64,
+    /// Items run by a worker of another CPU of the pod (stolen from a lagging lane).
+    pub stolen: u64,
+    /// Workers woken on an idle CPU of the pod to help a lagging one.
+    pub spread: u64,
+}
+
+/// A worker picked under the pool lock, to be woken after it is dropped.
+pub(crate) struct Wake {
+    thread: Thread,
+    /// Re-homed: (thread id, CPU) to pin it to before it is unparked.
+    rehome: Option<(i32, usize)>,
+}
+
+impl Wake {
+    fn run(self) {
+        if let Some((tid, cpu)) = self.rehome {
+            // A failure (the CPU left the process's cpuset) only costs locality.
+            let _ = sched::set_affinity_of(tid, &[cpu]);
+        }
+        self.thread.unpark();
+    }
 }
 
 /// Deferred work found under the pool lock, done after it is dropped.
 #[derive(Default)]
 pub(crate) struct Post {
-    wake: Option<Thread>,
+    wake: Option<Wake>,
     notify: Option<Arc<WqInner>>,
     activate: Option<(Arc<WqInner>, usize)>,
     /// A pwq of this ordered workqueue died: unplug the next one.
@@ -295,8 +328,8 @@ impl Post {
     }
 
     fn run(self) {
-        if let Some(t) = self.wake {
-            t.unpark();
+        if let Some(w) = self.wake {
+            w.run();
         }
         if let Some((wq, node)) = self.activate {
             wq.node_activate(node);
@@ -312,19 +345,39 @@ impl Post {
 
 impl PoolInner {
     fn nr_idle(&self) -> usize {
-        self.idle.len()
+        self.lanes.iter().map(|l| l.idle.len()).sum()
     }
-    /// Work waits and nobody runs it.
+    fn nr_running(&self) -> usize {
+        self.lanes.iter().map(|l| l.nr_running).sum()
+    }
+    fn worklist_len(&self) -> usize {
+        self.lanes.iter().map(|l| l.worklist.len()).sum()
+    }
+    fn has_work(&self) -> bool {
+        self.lanes.iter().any(Lane::has_work)
+    }
+    /// Every waiting item, lane by lane.
+    fn waiting(&self) -> impl Iterator<Item = &Item> {
+        self.lanes.iter().flat_map(|l| l.worklist.iter())
+    }
+    /// Work waits on a lane nobody serves (`need_more_worker`).
     fn need_more_worker(&self, cap: usize) -> bool {
-        !self.worklist.is_empty() && self.nr_running + self.nr_woken < cap
-    }
-    /// A running worker should take the next item.
-    fn keep_working(&self, cap: usize) -> bool {
-        !self.worklist.is_empty() && self.nr_running <= cap
+        self.lanes.iter().any(|l| l.unserved(cap))
     }
     /// There is an idle worker to hand work to.
     fn may_start_working(&self) -> bool {
-        self.nr_idle() > 0
+        self.lanes.iter().any(|l| !l.idle.is_empty())
+    }
+    /// Work that an idle worker of lane `h` should leave idle for: its own
+    /// lane's, unserved, or another lane's that it may steal.
+    fn work_for(&self, h: usize, cap: usize) -> bool {
+        let mut now = LazyNow::default();
+        self.lanes[h].unserved(cap)
+            || self
+                .lanes
+                .iter()
+                .enumerate()
+                .any(|(d, l)| d != h && l.stealable(cap, &mut now))
     }
     /// The kernel's cull rule: more than 2 idle, and idle beyond 2 is a quarter of busy.
     fn too_many_workers(&self) -> bool {
@@ -333,24 +386,105 @@ impl PoolInner {
         idle > 2 && (idle - 2) * 4 >= busy
     }
 
-    /// Picks an idle worker if the pool needs one; the caller unparks it.
-    fn kick(&mut self, cap: usize) -> Option<Thread> {
-        if !self.need_more_worker(cap) {
-            return None;
+    /// The lane an item queued from real CPU `cpu` goes on: that CPU's, or
+    /// (queued from outside the pod) one whose CPU runs no worker, else the
+    /// next in turn.
+    fn queue_lane(&mut self, cpu: usize, cap: usize) -> usize {
+        if self.lanes.len() == 1 {
+            return 0;
         }
-        let Some(i) = self.idle.pop() else {
-            // Work waits and no worker is idle. If nobody is creating one
-            // either (an earlier creation failed, the pool has no worker at
-            // all), make sure the watchdog is awake to retry and send mayday:
-            // it may have parked while this pool's worklist was still empty.
-            if !self.manager_active {
-                watchdog::poke();
+        if let Ok(i) = self.lanes.binary_search_by_key(&cpu, |l| l.cpu) {
+            return i;
+        }
+        if let Some(i) = self.lanes.iter().position(|l| l.free(cap) && !l.has_work()) {
+            return i;
+        }
+        self.rr = (self.rr + 1) % self.lanes.len();
+        self.rr
+    }
+
+    /// Picks an idle worker if a lane needs one; the caller wakes it after
+    /// the unlock. `hint` is the lane that just changed (its items are looked
+    /// at first).
+    ///
+    /// First, a lane with items and no worker serving them gets one of its
+    /// own CPU (re-homed from another lane if it has none idle). Otherwise, if
+    /// `hint` lags (see [`lane`]), a CPU of the pod with no counted worker
+    /// gets one, which will steal from it.
+    fn kick(&mut self, hint: usize, cap: usize) -> Option<Wake> {
+        let n = self.lanes.len();
+        if let Some(d) = (0..n)
+            .map(|k| (hint + k) % n)
+            .find(|&d| self.lanes[d].unserved(cap))
+        {
+            return self.wake_for(d, false);
+        }
+        if n > 1 && self.lanes[hint].has_work() {
+            let mut now = LazyNow::default();
+            let free = (1..n)
+                .map(|k| (hint + k) % n)
+                .find(|&d| self.lanes[d].free(cap));
+            if let Some(d) = free
+                && self.lanes[hint].lagging(&mut now)
+            {
+                return self.wake_for(d, true);
             }
-            return None;
+        }
+        None
+    }
+
+    /// Wakes a worker for lane `d`: its own most recently idled, else one of
+    /// the lane with the most idle, re-homed to `d`'s CPU.
+    fn wake_for(&mut self, d: usize, spread: bool) -> Option<Wake> {
+        let (i, rehome) = if let Some(i) = self.lanes[d].idle.pop() {
+            (i, false)
+        } else {
+            let from = (0..self.lanes.len())
+                .filter(|&e| !self.lanes[e].idle.is_empty())
+                .max_by_key(|&e| self.lanes[e].idle.len());
+            let Some(e) = from else {
+                // Work waits and no worker is idle. If nobody is creating one
+                // either (an earlier creation failed, the pool has no worker at
+                // all), make sure the watchdog is awake to retry and send mayday:
+                // it may have parked while this pool's worklists were still empty.
+                if !self.manager_active {
+                    watchdog::poke();
+                }
+                return None;
+            };
+            (self.lanes[e].idle.pop().expect("lane has idle"), true)
         };
-        self.workers[i].state = WState::Woken;
-        self.nr_woken += 1;
-        self.workers[i].thread.clone()
+        let lane = &mut self.lanes[d];
+        lane.nr_woken += 1;
+        lane.stats.spread += u64::from(spread);
+        lane.stats.rehomed += u64::from(rehome);
+        let cpu = lane.cpu;
+        let w = &mut self.workers[i];
+        w.state = WState::Woken;
+        w.lane = d;
+        w.repatriated |= rehome;
+        Some(Wake {
+            thread: w.thread.clone().expect("idle worker has a thread"),
+            rehome: rehome.then_some((w.tid, cpu)),
+        })
+    }
+
+    /// The next item for a running worker of lane `h`: its own lane's, else
+    /// one stolen from a lane that nobody serves or that lags.
+    fn next_item(&mut self, h: usize, cap: usize) -> Option<Item> {
+        if self.lanes[h].keep_working(cap) {
+            let it = self.lanes[h].pop();
+            self.lanes[h].stats.local += 1;
+            return it;
+        }
+        let n = self.lanes.len();
+        let mut now = LazyNow::default();
+        let d = (1..n)
+            .map(|k| (h + k) % n)
+            .find(|&d| self.lanes[d].stealable(cap, &mut now))?;
+        self.lanes[d].stats.stolen += 1;
+        self.lanes[h].stats.stole += 1;
+        self.lanes[d].pop()
     }
 
     /// Takes worker `me` out of `nr_running` for `why` (a `BLOCKED_*` bit).
@@ -359,7 +493,8 @@ impl PoolInner {
         let was = self.workers[me].blocked;
         self.workers[me].blocked |= why;
         if was == 0 && managed {
-            self.nr_running -= 1;
+            let h = self.workers[me].lane;
+            self.lanes[h].nr_running -= 1;
             return true;
         }
         false
@@ -370,19 +505,21 @@ impl PoolInner {
         let was = self.workers[me].blocked;
         self.workers[me].blocked &= !why;
         if was != 0 && self.workers[me].blocked == 0 && managed {
-            self.nr_running += 1;
+            let h = self.workers[me].lane;
+            self.lanes[h].nr_running += 1;
         }
     }
 
     /// Work waits, nobody can take it, and no worker is idle to wake.
     fn starving(&self, cap: usize) -> bool {
-        self.need_more_worker(cap) && self.idle.is_empty()
+        self.need_more_worker(cap) && !self.may_start_working()
     }
 
-    /// Takes worker `me` off the idle stack (it was not picked by a kick).
+    /// Takes worker `me` off its idle stack (it was not picked by a kick).
     fn leave_idle(&mut self, me: usize) {
-        if let Some(pos) = self.idle.iter().position(|&i| i == me) {
-            self.idle.remove(pos);
+        let idle = &mut self.lanes[self.workers[me].lane].idle;
+        if let Some(pos) = idle.iter().position(|&i| i == me) {
+            idle.remove(pos);
         }
     }
 
@@ -398,6 +535,28 @@ impl PoolInner {
         let wq = p.wq.as_ref().expect("live pwq");
         !wq.frozen.load(Ordering::SeqCst) && p.nr_active < p.max_active
     }
+
+    /// The oldest waiting item of pwq `slot` that no worker executes now (a
+    /// rescuer's next), from whichever lane holds it.
+    fn take_for_rescue(&mut self, slot: u32) -> Option<Item> {
+        let running = |w: &Arc<WorkInner>| {
+            self.workers
+                .iter()
+                .any(|x| x.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, w)))
+        };
+        let (d, pos) = self.lanes.iter().enumerate().find_map(|(d, l)| {
+            l.worklist
+                .iter()
+                .position(|it| it.pwq == slot && !running(&it.work))
+                .map(|p| (d, p))
+        })?;
+        self.lanes[d].worklist.remove(pos)
+    }
+
+    /// Puts an active item on its lane's worklist.
+    fn push_active(&mut self, it: Item) {
+        self.lanes[usize::from(it.lane)].worklist.push_back(it);
+    }
 }
 
 /// Releases the pool lock and wakes the worker a kick picked: after the unlock
@@ -410,18 +569,18 @@ impl PoolInner {
 /// lab's `icache` study compares the two builds.
 #[cfg_attr(feature = "inline-unlock", inline(always))]
 #[cfg_attr(not(feature = "inline-unlock"), inline(never))]
-fn unlock_wake(g: MutexGuard<'_, PoolInner>, wake: Option<Thread>, mode: WakeMode) {
+fn unlock_wake(g: MutexGuard<'_, PoolInner>, wake: Option<Wake>, mode: WakeMode) {
     match mode {
         WakeMode::UnderLock => {
-            if let Some(t) = wake {
-                t.unpark();
+            if let Some(w) = wake {
+                w.run();
             }
             drop(g);
         }
         WakeMode::Deferred => {
             drop(g);
-            if let Some(t) = wake {
-                t.unpark();
+            if let Some(w) = wake {
+                w.run();
             }
         }
     }
@@ -470,14 +629,17 @@ pub(crate) fn current_wq_addr() -> usize {
 }
 
 fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
-    let cap = if attrs.cpu.is_some() {
-        1
-    } else if attrs.managed {
-        attrs.pod_cpus.len().max(1)
-    } else {
-        usize::MAX
-    };
-    let managed = cap != usize::MAX;
+    let managed = attrs.cpu.is_some() || attrs.managed;
+    let cap = if managed { 1 } else { usize::MAX };
+    // One lane per real CPU of the pod (sorted: lanes are found by binary
+    // search); an item names its lane in 16 bits.
+    let mut lane_cpus = attrs.pod_cpus.clone();
+    lane_cpus.sort_unstable();
+    lane_cpus.dedup();
+    lane_cpus.truncate(usize::from(u16::MAX) + 1);
+    if lane_cpus.is_empty() {
+        lane_cpus.push(sched::current_cpu());
+    }
     let id = NEXT_POOL.fetch_add(1, Ordering::SeqCst);
     if id as usize >= MAX_POOLS {
         return Err(crate::Error::TooManyPools);
@@ -488,22 +650,19 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
         managed,
         cap,
         inner: Mutex::new(PoolInner {
-            worklist: VecDeque::with_capacity(64),
+            lanes: lane_cpus.into_iter().map(Lane::new).collect(),
             workers: Vec::new(),
-            idle: Vec::new(),
-            nr_running: 0,
-            nr_woken: 0,
             nr_workers: 0,
             manager_active: false,
             pwqs: Vec::new(),
             free_pwqs: Vec::new(),
             refcnt: 0,
             dying: false,
+            rr: 0,
             progress: 0,
             tick_progress: 0,
             starving_since: None,
         }),
-        repatriated: AtomicU64::new(0),
         create_failed: AtomicU64::new(0),
         prio_failed: AtomicU64::new(0),
     }));
@@ -590,7 +749,7 @@ impl Pool {
             (g.pwqs.len() - 1) as u32
         };
         if g.nr_workers == 0 {
-            g = self.create_worker(g);
+            g = self.create_worker(g, 0);
         }
         drop(g);
         slot
@@ -622,7 +781,7 @@ impl Pool {
         let mut wake = Vec::new();
         if g.refcnt == 0 && self.attrs.cpu.is_none() {
             g.dying = true;
-            for &i in &g.idle {
+            for &i in g.lanes.iter().flat_map(|l| l.idle.iter()) {
                 if let Some(t) = &g.workers[i].thread {
                     wake.push(t.clone());
                 }
@@ -724,20 +883,24 @@ impl Pool {
     pub(crate) fn pwq_set_max_active(&self, slot: u32, max: usize) {
         let mut g = self.lock();
         g.pwqs[slot as usize].max_active = max;
-        self.activate_pwq(&mut g, slot);
-        let wake = g.kick(self.cap);
+        let hint = self.activate_pwq(&mut g, slot);
+        let wake = g.kick(hint, self.cap);
         unlock_wake(g, wake, self.attrs.wake);
     }
 
     /// Activates inactive items of a bound pwq while its limit allows.
-    fn activate_pwq(&self, g: &mut PoolInner, slot: u32) {
+    /// Returns the lane of the last one activated (0 if none), a kick's hint.
+    fn activate_pwq(&self, g: &mut PoolInner, slot: u32) -> usize {
+        let mut hint = 0;
         while g.pwq_can_activate(slot) {
             let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else {
                 break;
             };
             g.pwqs[slot as usize].nr_active += 1;
-            g.worklist.push_back(it);
+            hint = usize::from(it.lane);
+            g.push_active(it);
         }
+        hint
     }
 
     /// Activates one inactive item of an unbound pwq that holds a node budget slot.
@@ -755,8 +918,9 @@ impl Pool {
             return false;
         };
         g.pwqs[slot as usize].nr_active += 1;
-        g.worklist.push_back(it);
-        let wake = g.kick(self.cap);
+        let hint = usize::from(it.lane);
+        g.push_active(it);
+        let wake = g.kick(hint, self.cap);
         unlock_wake(g, wake, self.attrs.wake);
         true
     }
@@ -765,10 +929,12 @@ impl Pool {
     /// Returns false, changing nothing, if the pwq died after the caller picked
     /// it: the caller picks again from the workqueue's current table.
     pub(crate) fn insert(&'static self, slot: u32, work: &Arc<WorkInner>, unbound: bool) -> bool {
+        let cpu = sched::current_cpu();
         let mut g = self.lock();
         if g.pwqs[slot as usize].dead {
             return false;
         }
+        let lane = g.queue_lane(cpu, self.cap);
         work.pool.store(self.id + 1, Ordering::SeqCst);
         let p = &mut g.pwqs[slot as usize];
         let color = p.work_color;
@@ -780,6 +946,7 @@ impl Pool {
             work: work.clone(),
             pwq: slot,
             color,
+            lane: lane as u16,
         };
         let mut recheck = None;
         let active = if p.plugged {
@@ -808,11 +975,11 @@ impl Pool {
         };
         if active {
             g.pwqs[slot as usize].nr_active += 1;
-            g.worklist.push_back(item);
+            g.push_active(item);
         } else {
             g.pwqs[slot as usize].inactive.push_back(item);
         }
-        let wake = g.kick(self.cap);
+        let wake = g.kick(lane, self.cap);
         unlock_wake(g, wake, self.attrs.wake);
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);
@@ -876,8 +1043,11 @@ impl Pool {
     fn steal(&'static self, work: &Arc<WorkInner>) -> bool {
         let mut g = self.lock();
         let mut found: Option<(Item, bool)> = None;
-        if let Some(i) = g.worklist.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
-            found = g.worklist.remove(i).map(|it| (it, true));
+        for l in g.lanes.iter_mut() {
+            if let Some(i) = l.worklist.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
+                found = l.worklist.remove(i).map(|it| (it, true));
+                break;
+            }
         }
         if found.is_none() {
             for w in g.workers.iter_mut() {
@@ -905,17 +1075,19 @@ impl Pool {
         work.clear_pending();
         let mut post = Post::default();
         self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);
-        post.wake = g.kick(self.cap);
+        post.wake = g.kick(usize::from(item.lane), self.cap);
         drop(g);
         work.finish_cycle();
         post.run();
         true
     }
 
-    /// Starts a worker thread (the manager's `create_worker`); called with the lock held.
+    /// Starts a worker thread homed on `lane` (the manager's `create_worker`);
+    /// called with the lock held.
     fn create_worker<'a>(
         &'static self,
         mut g: MutexGuard<'a, PoolInner>,
+        lane: usize,
     ) -> MutexGuard<'a, PoolInner> {
         let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
             Some(i) => i,
@@ -927,6 +1099,7 @@ impl Pool {
         g.workers[idx] = WorkerSlot::empty();
         g.workers[idx].state = WState::Starting;
         g.workers[idx].thread = None;
+        g.workers[idx].lane = lane;
         g.nr_workers += 1;
         g.manager_active = true;
         drop(g);
@@ -937,7 +1110,7 @@ impl Pool {
         } else {
             thread::Builder::new()
                 .name(format!("cmwq/{}:{}", self.id, idx))
-                .spawn(move || worker_thread(self, idx))
+                .spawn(move || worker_thread(self, idx, lane))
         };
         let mut g = self.lock();
         g.manager_active = false;
@@ -958,10 +1131,13 @@ impl Pool {
             pool: self.id,
             workers: g.nr_workers,
             idle: g.nr_idle(),
-            running: g.nr_running,
-            worklist: g.worklist.len(),
-            repatriated: self.repatriated.load(Ordering::Relaxed),
+            running: g.nr_running(),
+            worklist: g.worklist_len(),
+            repatriated: g.lanes.iter().map(|l| l.stats.rehomed).sum(),
             create_failed: self.create_failed.load(Ordering::Relaxed),
+            local: g.lanes.iter().map(|l| l.stats.local).sum(),
+            stolen: g.lanes.iter().map(|l| l.stats.stolen).sum(),
+            spread: g.lanes.iter().map(|l| l.stats.spread).sum(),
         }
     }
 }
@@ -987,7 +1163,7 @@ impl Pool {
                 .collect();
             // No item completed since the last tick while work waits: look at
             // what the counted workers are doing.
-            let stalled = !g.worklist.is_empty() && g.progress == g.tick_progress;
+            let stalled = g.has_work() && g.progress == g.tick_progress;
             g.tick_progress = g.progress;
             (busy, stalled)
         };
@@ -1041,24 +1217,36 @@ impl Pool {
                 _ => {}
             }
             if kick {
-                if let Some(t) = g.kick(self.cap) {
+                let h = g.workers[i].lane;
+                if let Some(t) = g.kick(h, self.cap) {
                     g.pwqs[slot].stats.cm_wakeup += 1;
                     wake.push(t);
                 } else if g.starving(self.cap) && !g.manager_active {
-                    g = self.create_worker(g);
+                    g = self.create_worker(g, h);
                 }
+            }
+        }
+        // Lanes whose items wait behind a slow or stalled worker get help
+        // from an idle CPU of the pod.
+        let mut clock = LazyNow::at(now);
+        for d in 0..g.lanes.len() {
+            if g.lanes[d].tick(&mut clock)
+                && let Some(t) = g.kick(d, self.cap)
+            {
+                wake.push(t);
             }
         }
         // Forward progress: work waits, no worker is idle and none runs it.
         let mut mayday = Vec::new();
         if g.starving(self.cap) && !g.manager_active {
-            g = self.create_worker(g);
+            let lane = g.lanes.iter().position(|l| l.unserved(self.cap));
+            g = self.create_worker(g, lane.unwrap_or(0));
         }
         let starving = g.starving(self.cap);
         if starving {
             let since = *g.starving_since.get_or_insert(now);
             if now.duration_since(since) >= watchdog::MAYDAY_INITIAL_TIMEOUT {
-                let mut slots: Vec<u32> = g.worklist.iter().map(|it| it.pwq).collect();
+                let mut slots: Vec<u32> = g.waiting().map(|it| it.pwq).collect();
                 slots.sort_unstable();
                 slots.dedup();
                 for slot in slots {
@@ -1075,8 +1263,8 @@ impl Pool {
             g.starving_since = None;
         }
         drop(g);
-        for t in wake {
-            t.unpark();
+        for w in wake {
+            w.run();
         }
         for wq in mayday {
             wq.wake_rescuer();
@@ -1116,15 +1304,8 @@ impl Pool {
             } else if done >= RESCUE_BATCH {
                 break;
             } else {
-                let pos = g.worklist.iter().position(|it| {
-                    it.pwq == slot
-                        && !g
-                            .workers
-                            .iter()
-                            .any(|w| w.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &it.work)))
-                });
-                match pos {
-                    Some(p) => g.worklist.remove(p).expect("position is in range"),
+                match g.take_for_rescue(slot) {
+                    Some(it) => it,
                     None => break,
                 }
             };
@@ -1135,7 +1316,7 @@ impl Pool {
         g.workers[idx].state = WState::Exited;
         g.workers[idx].thread = None;
         g.workers[idx].tid = 0;
-        g.worklist.iter().any(|it| it.pwq == slot) && g.starving(self.cap)
+        g.waiting().any(|it| it.pwq == slot) && g.starving(self.cap)
     }
 }
 
@@ -1176,22 +1357,23 @@ pub(crate) fn find_running(
     same.then_some((pool, slot))
 }
 
-fn worker_thread(pool: &'static Pool, me: usize) {
+fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     WORKER.with(|w| w.set(Some((pool.id, me))));
-    let pinned = if pool.attrs.strict || pool.attrs.cpu.is_some() {
-        &pool.attrs.pod_cpus
-    } else {
-        &pool.attrs.cpus
+    // Bound pools pin to their CPU; pod pools pin each worker to its lane's
+    // CPU (re-homing moves it later), so a wakeup lands where it was meant to.
+    let _ = match pool.attrs.cpu {
+        Some(_) => sched::set_affinity(&pool.attrs.pod_cpus),
+        None => {
+            let cpu = pool.lock().lanes[home].cpu;
+            sched::set_affinity(&[cpu])
+        }
     };
-    let _ = sched::set_affinity(pinned);
     // Nice 0 keeps what the thread inherited (a process run under `nice` stays
     // niced) unless it inherited a real-time policy from its creator.
     let inherit = pool.attrs.prio == PoolPrio::Nice(0) && !sched::is_realtime();
     if !inherit && pool.attrs.prio.apply().is_err() {
         pool.prio_failed.fetch_add(1, Ordering::Relaxed);
     }
-    let repatriate =
-        !pool.attrs.strict && pool.attrs.cpu.is_none() && pool.attrs.pod_cpus != pool.attrs.cpus;
     let mut wq_cache: Option<Arc<WqInner>> = None;
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
@@ -1199,14 +1381,15 @@ fn worker_thread(pool: &'static Pool, me: usize) {
     g.workers[me].state = WState::Running;
     loop {
         // ---- idle ----
-        if !g.need_more_worker(pool.cap) {
+        if !g.work_for(g.workers[me].lane, pool.cap) {
             g.workers[me].state = WState::Idle;
-            g.idle.push(me);
+            let h = g.workers[me].lane;
+            g.lanes[h].idle.push(me);
             let mut timed_out = false;
             loop {
                 // Leave if idle beyond the cull rule, or if the pool was let go
                 // (also when that happened while this worker was busy).
-                if (timed_out && g.too_many_workers()) || (g.dying && g.worklist.is_empty()) {
+                if (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
                     g.leave_idle(me);
                     g.workers[me].state = WState::Exited;
                     g.workers[me].thread = None;
@@ -1220,43 +1403,35 @@ fn worker_thread(pool: &'static Pool, me: usize) {
                 timed_out = t0.elapsed() >= timeout;
                 g = pool.lock();
                 if g.workers[me].state == WState::Woken {
-                    g.nr_woken -= 1;
+                    // Picked for a lane (maybe re-homed onto it by the waker).
+                    let h = g.workers[me].lane;
+                    g.lanes[h].nr_woken -= 1;
                     break;
                 }
-                if g.need_more_worker(pool.cap) {
+                if g.work_for(g.workers[me].lane, pool.cap) {
                     g.leave_idle(me);
                     break;
                 }
             }
         }
         g.workers[me].state = WState::Running;
-        if !g.need_more_worker(pool.cap) {
+        let h = g.workers[me].lane;
+        if !g.work_for(h, pool.cap) && g.workers[me].scheduled.is_empty() {
             continue;
         }
         // The manager rule: keep one idle worker in reserve.
         if !g.may_start_working() && !g.manager_active {
-            g = pool.create_worker(g);
-        }
-        if repatriate {
-            let c = sched::current_cpu();
-            if !pool.attrs.pod_cpus.contains(&c) {
-                drop(g);
-                let _ = sched::set_affinity(&pool.attrs.pod_cpus);
-                let _ = sched::set_affinity(&pool.attrs.cpus);
-                pool.repatriated.fetch_add(1, Ordering::Relaxed);
-                g = pool.lock();
-                g.workers[me].repatriated = true;
-            }
+            g = pool.create_worker(g, h);
         }
         if pool.managed {
-            g.nr_running += 1;
+            g.lanes[h].nr_running += 1;
         }
         watchdog::busy_enter();
         loop {
             let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
                 it
-            } else if g.keep_working(pool.cap) {
-                g.worklist.pop_front().expect("keep_working saw work")
+            } else if let Some(it) = g.next_item(h, pool.cap) {
+                it
             } else {
                 break;
             };
@@ -1267,9 +1442,11 @@ fn worker_thread(pool: &'static Pool, me: usize) {
             }
             g = process_one_work(pool, me, g, item, &mut wq_cache, true);
         }
+        g.workers[me].last_start = None;
         if pool.managed {
-            g.nr_running -= 1;
+            g.lanes[h].nr_running -= 1;
         }
+        g.lanes[h].worker_left();
         watchdog::busy_exit();
     }
 }
@@ -1303,8 +1480,17 @@ fn process_one_work<'a>(
     if wq.cpu_intensive {
         g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
-    // Chain execution: wake another worker if work still waits and nobody runs.
-    let wake = g.kick(pool.cap);
+    let hint = if counted {
+        let h = g.workers[me].lane;
+        let prev = g.workers[me].last_start;
+        g.workers[me].last_start = Some(g.lanes[h].item_started(prev));
+        h
+    } else {
+        usize::from(item.lane)
+    };
+    // Chain execution: wake another worker if work still waits and nobody
+    // runs it, or if this lane lags and another CPU of the pod is free.
+    let wake = g.kick(hint, pool.cap);
     unlock_wake(g, wake, pool.attrs.wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT_WQ.with(|c| c.set(wq_addr));
@@ -1321,6 +1507,7 @@ fn process_one_work<'a>(
     *cache = Some(wq);
     g.mark_in(me, u8::MAX, managed);
     g.progress += 1;
+    g.lanes[usize::from(item.lane)].progress += 1;
     g.workers[me].current = None;
     let mut post = Post::default();
     pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
@@ -1378,12 +1565,13 @@ impl BlockingGuard {
                 slot: Some((pool, me)),
             };
         }
-        let wake = g.kick(pool.cap);
+        let h = g.workers[me].lane;
+        let wake = g.kick(h, pool.cap);
         if wake.is_some() {
             let slot = g.workers[me].current_pwq;
             g.pwqs[slot as usize].stats.cm_wakeup += 1;
-        } else if g.need_more_worker(pool.cap) && g.idle.is_empty() && !g.manager_active {
-            g = pool.create_worker(g);
+        } else if g.starving(pool.cap) && !g.manager_active {
+            g = pool.create_worker(g, h);
         }
         unlock_wake(g, wake, pool.attrs.wake);
         BlockingGuard {
@@ -1423,15 +1611,31 @@ pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
 
 impl Pool {
     fn snap(&self) -> crate::snapshot::PoolSnap {
-        let (workers, idle, running, worklist, refs, manager) = {
+        let (workers, idle, running, worklist, refs, manager, lanes) = {
             let g = self.lock();
+            let lanes: Vec<crate::snapshot::LaneSnap> = g
+                .lanes
+                .iter()
+                .map(|l| crate::snapshot::LaneSnap {
+                    cpu: l.cpu,
+                    worklist: l.worklist.len(),
+                    idle: l.idle.len(),
+                    running: l.nr_running,
+                    local: l.stats.local,
+                    stolen: l.stats.stolen,
+                    stole: l.stats.stole,
+                    rehomed: l.stats.rehomed,
+                    spread: l.stats.spread,
+                })
+                .collect();
             (
                 g.nr_workers,
                 g.nr_idle(),
-                g.nr_running,
-                g.worklist.len(),
+                g.nr_running(),
+                g.worklist_len(),
                 g.refcnt,
                 g.manager_active,
+                lanes,
             )
         };
         let a = &self.attrs;
@@ -1458,7 +1662,7 @@ impl Pool {
             pod_cpus: a.pod_cpus.clone(),
             strict: a.strict,
             managed: self.managed,
-            cap: (self.cap != usize::MAX).then_some(self.cap),
+            cap: (self.cap != usize::MAX).then_some(self.cap * lanes.len()),
             wake: match a.wake {
                 WakeMode::Deferred => "deferred".into(),
                 WakeMode::UnderLock => "under-lock".into(),
@@ -1467,9 +1671,10 @@ impl Pool {
             idle,
             running,
             worklist,
-            repatriated: self.repatriated.load(Ordering::Relaxed),
+            repatriated: lanes.iter().map(|l| l.rehomed).sum(),
             create_failed: self.create_failed.load(Ordering::Relaxed),
             prio_failed: self.prio_failed.load(Ordering::Relaxed),
+            lanes,
         }
     }
 

@@ -1,0 +1,301 @@
+//! Lanes: a pod pool kept local, CPU by CPU.
+//!
+//! # Why a pod pool is cut into lanes
+//!
+//! The kernel's unbound pool has one worklist per pod and lets the scheduler
+//! place the worker it wakes: `select_task_rq` prefers the waker's CPU
+//! (wake-affine) and `kick_pool` steers a worker back into its pod through
+//! `wake_cpu`. User space has neither. A worker thread woken by `unpark` lands
+//! on whichever CPU of its allowed set is idle, and while the producer runs,
+//! that is *another* CPU: the wakeup becomes an inter-processor interrupt (in a
+//! VM about 40 µs each way, against about 1 µs on the same CPU), the item runs
+//! there, and its completion wakes the producer across CPUs again. Measured on
+//! a 2-vCPU VM, that made every pod scope half as fast as the `cpu` scope,
+//! whose workers are pinned and cannot make the mistake.
+//!
+//! So a pool keeps one [`Lane`] per real CPU of its pod (a bound pool has one):
+//!
+//! - an item goes on the lane of the CPU that queues it (`sched_getcpu`, an
+//!   rseq read); an item queued from outside the pod goes on a lane whose CPU
+//!   runs no worker, else round robin;
+//! - every worker is *homed* on one lane and pinned to that lane's CPU; idle
+//!   workers wait on their lane's idle stack (LIFO, warmest first);
+//! - concurrency management counts per lane (`nr_running`, `nr_woken`): a lane
+//!   with waiting items and no counted worker gets a worker of its own CPU, so
+//!   the handoff stays on the queuing CPU exactly as in a per-CPU pool;
+//! - when a lane has no idle worker, an idle worker of another lane is
+//!   *re-homed*: its affinity is set to the lane's CPU (one `sched_setaffinity`
+//!   on a sleeping thread) before it is unparked, so it wakes there. This is
+//!   the user-space `wake_cpu`, counted as `repatriated` (`RPR`).
+//!
+//! # When work spreads across the pod
+//!
+//! Keeping an item behind its CPU's running worker is right while that worker
+//! gets through items quickly: waking a worker on another CPU costs two
+//! cross-CPU wakeups (there and back to the producer), more than a short item
+//! waits. It is wrong when the lane's worker is slow. A lane is **lagging**,
+//! and another CPU's worker may take (steal) its items, when
+//!
+//! - its worker's previous item ran for longer than the spread threshold
+//!   ([`set_spread_thresh`], default [`DFL_SPREAD_THRESH`]), or
+//! - its worker's current item has run for longer than that, or
+//! - the watchdog saw it **stalled**: items waiting and none of them completed
+//!   for a whole tick (the worker is preempted by another thread, or woken and
+//!   not yet scheduled).
+//!
+//! A lagging lane's items are offered to a CPU of the pod where no counted
+//! worker runs: its idle worker is woken (a queue, a chain kick when a worker
+//! starts an item, or the watchdog's tick) and steals from the lagging lane
+//! after finding its own lane empty. Workers steal only from lanes that lag or
+//! that nobody serves, so a short item is never carried off to another CPU
+//! while its own CPU's worker is about to take it.
+//!
+//! Everything else is the pool's and unchanged: one lock, the pwqs with their
+//! flush colours and `max_active`, the busy table (an item whose previous
+//! cycle still runs goes to that worker's `scheduled` list, wherever it was
+//! queued), rescuers, the manager. A lane only decides *which* worker runs an
+//! item and on which CPU.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::Item;
+
+/// Default of [`set_spread_thresh`].
+pub const DFL_SPREAD_THRESH: Duration = Duration::from_micros(50);
+
+/// The spread threshold in ns (see the module docs).
+static SPREAD_NS: AtomicU64 = AtomicU64::new(DFL_SPREAD_THRESH.as_nanos() as u64);
+
+/// Sets how long a pod pool's worker may spend on one item before the items
+/// queued behind it on its CPU are offered to an idle CPU of the pod
+/// (default [`DFL_SPREAD_THRESH`], 50 µs: about what waking a worker on another
+/// CPU and the producer back costs in a VM). Lower spreads sooner and pays more
+/// cross-CPU wakeups; higher keeps short items local longer. Clamped to at
+/// least 1 µs.
+///
+/// ```
+/// use std::time::Duration;
+/// cmwq::set_spread_thresh(Duration::from_micros(100));
+/// assert_eq!(cmwq::spread_thresh(), Duration::from_micros(100));
+/// cmwq::set_spread_thresh(cmwq::DFL_SPREAD_THRESH);
+/// ```
+pub fn set_spread_thresh(d: Duration) {
+    let ns = d.as_nanos().clamp(1_000, u64::MAX as u128) as u64;
+    // Relaxed: a plain setting read on its own, no other data hangs on it.
+    SPREAD_NS.store(ns, Ordering::Relaxed);
+}
+
+/// The current spread threshold.
+pub fn spread_thresh() -> Duration {
+    Duration::from_nanos(SPREAD_NS.load(Ordering::Relaxed))
+}
+
+/// A clock read at most once per decision, and only if a decision needs it.
+#[derive(Default)]
+pub(crate) struct LazyNow(Option<Instant>);
+
+impl LazyNow {
+    /// A clock that reads `now` (the watchdog's tick has one already).
+    pub(crate) fn at(now: Instant) -> LazyNow {
+        LazyNow(Some(now))
+    }
+
+    fn get(&mut self) -> Instant {
+        *self.0.get_or_insert_with(Instant::now)
+    }
+}
+
+/// One CPU of a pool's pod (see the module docs). Lives under the pool lock.
+pub(crate) struct Lane {
+    /// The real CPU its workers are pinned to.
+    pub cpu: usize,
+    /// Items queued from this CPU, oldest first.
+    pub worklist: VecDeque<Item>,
+    /// Workers homed here and idle, most recently idled last.
+    pub idle: Vec<usize>,
+    /// Workers homed here running items and counted by concurrency management.
+    pub nr_running: usize,
+    /// Workers picked for this lane and not yet running: they count against
+    /// the cap, so a burst of queueing wakes one worker, not one per item.
+    pub nr_woken: usize,
+    /// When the item its counted worker runs began (`None`: none runs).
+    pub busy_since: Option<Instant>,
+    /// Its worker's previous item ran past the spread threshold.
+    pub slow: bool,
+    /// The watchdog saw items wait a whole tick with none of them completed.
+    pub stalled: bool,
+    /// Items of this lane completed (the watchdog's per-lane progress check).
+    pub progress: u64,
+    /// `progress` at the watchdog's previous tick.
+    pub tick_progress: u64,
+    /// Counters (see [`crate::snapshot::LaneSnap`]).
+    pub stats: LaneStats,
+}
+
+/// Counters of one lane, kept under the pool lock.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct LaneStats {
+    /// Items queued on this lane and run by a worker homed on it.
+    pub local: u64,
+    /// Items queued on this lane and run by a worker of another lane.
+    pub stolen: u64,
+    /// Items of other lanes that this lane's workers ran.
+    pub stole: u64,
+    /// Workers re-homed onto this lane's CPU to serve it.
+    pub rehomed: u64,
+    /// Workers of this lane woken to help a lagging lane.
+    pub spread: u64,
+}
+
+impl Lane {
+    pub(crate) fn new(cpu: usize) -> Lane {
+        Lane {
+            cpu,
+            // Room for a burst up front: queueing allocates nothing in
+            // steady state, even on a lane first used late.
+            worklist: VecDeque::with_capacity(32),
+            idle: Vec::new(),
+            nr_running: 0,
+            nr_woken: 0,
+            busy_since: None,
+            slow: false,
+            stalled: false,
+            progress: 0,
+            tick_progress: 0,
+            stats: LaneStats::default(),
+        }
+    }
+
+    /// Items wait here.
+    pub(crate) fn has_work(&self) -> bool {
+        !self.worklist.is_empty()
+    }
+
+    /// Fewer counted or coming workers than the cap: the CPU can take a worker.
+    pub(crate) fn free(&self, cap: usize) -> bool {
+        self.nr_running + self.nr_woken < cap
+    }
+
+    /// Items wait and no worker serves them (`need_more_worker`, per lane).
+    pub(crate) fn unserved(&self, cap: usize) -> bool {
+        self.has_work() && self.free(cap)
+    }
+
+    /// A worker of this lane that runs should take the next item here
+    /// (`keep_working`, per lane).
+    pub(crate) fn keep_working(&self, cap: usize) -> bool {
+        self.has_work() && self.nr_running <= cap
+    }
+
+    /// Items wait behind a worker that is slow or stalled (module docs).
+    pub(crate) fn lagging(&self, now: &mut LazyNow) -> bool {
+        if !self.has_work() {
+            return false;
+        }
+        if self.slow || self.stalled {
+            return true;
+        }
+        self.busy_since
+            .is_some_and(|t| now.get().saturating_duration_since(t) >= spread_thresh())
+    }
+
+    /// A worker of another lane may take items from here.
+    pub(crate) fn stealable(&self, cap: usize, now: &mut LazyNow) -> bool {
+        self.unserved(cap) || self.lagging(now)
+    }
+
+    /// A worker of this lane starts an item at `now`; `prev` is when its
+    /// previous item of the same busy spell began. Returns `now`.
+    pub(crate) fn item_started(&mut self, prev: Option<Instant>) -> Instant {
+        let now = Instant::now();
+        self.slow = prev.is_some_and(|p| now.saturating_duration_since(p) >= spread_thresh());
+        self.busy_since = Some(now);
+        now
+    }
+
+    /// A counted worker of this lane stops running items.
+    pub(crate) fn worker_left(&mut self) {
+        if self.nr_running == 0 {
+            self.busy_since = None;
+            self.slow = false;
+        }
+    }
+
+    /// Takes the oldest item; a drained lane is no longer stalled.
+    pub(crate) fn pop(&mut self) -> Option<Item> {
+        let it = self.worklist.pop_front();
+        if self.worklist.is_empty() {
+            self.stalled = false;
+        }
+        it
+    }
+
+    /// The watchdog's look: stalled if items waited the whole tick with none
+    /// of this lane's completed. Returns whether it lags now.
+    pub(crate) fn tick(&mut self, now: &mut LazyNow) -> bool {
+        self.stalled = self.has_work() && self.progress == self.tick_progress;
+        self.tick_progress = self.progress;
+        self.lagging(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item() -> Item {
+        Item {
+            work: crate::Work::new(|| {}).0.clone(),
+            pwq: 0,
+            color: 0,
+            lane: 0,
+        }
+    }
+
+    #[test]
+    fn a_served_lane_with_a_fast_worker_is_not_stealable() {
+        let mut l = Lane::new(3);
+        l.worklist.push_back(item());
+        assert!(l.unserved(1), "nobody runs it yet");
+        l.nr_running = 1;
+        l.item_started(None);
+        let mut now = LazyNow::default();
+        assert!(!l.unserved(1));
+        assert!(!l.stealable(1, &mut now), "its own worker gets to it soon");
+    }
+
+    #[test]
+    fn a_long_item_makes_its_lane_lag() {
+        let mut l = Lane::new(0);
+        l.worklist.push_back(item());
+        l.nr_running = 1;
+        let t0 = l.item_started(None);
+        let later = t0 + spread_thresh() * 2;
+        assert!(l.lagging(&mut LazyNow::at(later)), "current item ran long");
+        assert!(!l.lagging(&mut LazyNow::at(t0)));
+        // The previous item's length decides `slow` when the next one starts.
+        l.item_started(Some(t0 - spread_thresh() * 2));
+        assert!(l.slow);
+        assert!(l.lagging(&mut LazyNow::at(t0)));
+        l.pop();
+        assert!(!l.lagging(&mut LazyNow::at(later)), "nothing waits");
+    }
+
+    #[test]
+    fn a_tick_without_progress_stalls_the_lane_until_it_drains() {
+        let mut l = Lane::new(0);
+        l.worklist.push_back(item());
+        l.nr_woken = 1;
+        let mut now = LazyNow::default();
+        assert!(l.tick(&mut now), "no progress since the last tick");
+        assert!(l.stealable(1, &mut now));
+        l.progress += 1;
+        assert!(!l.tick(&mut now), "progress clears it");
+        l.tick(&mut now);
+        assert!(l.stalled);
+        l.pop();
+        assert!(!l.stalled, "drained");
+    }
+}

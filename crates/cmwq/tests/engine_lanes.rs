@@ -1,0 +1,283 @@
+//! Pod pools keep work on the CPU that queued it (lanes), and spread it over the
+//! pod only when that CPU's worker lags, without giving up a kernel rule.
+//!
+//! Each test uses its own nice value so its workqueue gets pools of its own
+//! (unbound pools are shared by attributes): another test's items cannot move
+//! its counters. Counts are bounded, never durations. On a machine with one
+//! CPU a pod has a single lane and these tests say so and return.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use cmwq::topology::Scope;
+use cmwq::{Work, Workqueue, sched};
+
+/// The CPUs this process may run on (the pod of the `cache` scope here).
+fn cpus() -> Vec<usize> {
+    sched::affinity_of(0).unwrap_or_else(|_| vec![0])
+}
+
+fn two_cpus() -> Option<(usize, usize)> {
+    let c = cpus();
+    if c.len() < 2 {
+        eprintln!("skipped: one CPU, so a pod has one lane");
+        return None;
+    }
+    Some((c[0], c[1]))
+}
+
+fn pod_queue(name: &str, nice: i32) -> Workqueue {
+    Workqueue::builder(name)
+        .unbound()
+        .affinity_scope(Scope::Cache)
+        .nice(nice)
+        .build()
+        .unwrap()
+}
+
+/// (local, stolen, spread) summed over the lanes of the pools `wq` uses.
+fn lane_counts(wq: &Workqueue) -> (u64, u64, u64) {
+    let (per_cpu, dfl) = wq.cpu_pools();
+    let ids: HashSet<u32> = per_cpu.into_iter().flatten().chain(dfl).collect();
+    let s = cmwq::snapshot();
+    let lanes = s
+        .pools
+        .iter()
+        .filter(|p| ids.contains(&p.id))
+        .flat_map(|p| p.lanes.iter());
+    lanes.fold((0, 0, 0), |a, l| {
+        (a.0 + l.local, a.1 + l.stolen, a.2 + l.spread)
+    })
+}
+
+fn spin_us(us: u64) {
+    let t = std::time::Instant::now();
+    while t.elapsed().as_micros() < u128::from(us) {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn an_item_runs_on_the_cpu_that_queued_it() {
+    let Some((a, b)) = two_cpus() else { return };
+    let wq = pod_queue("lanes_local", 3);
+    let per_cpu = 1000;
+    for &c in &[a, b] {
+        let wq = wq.clone();
+        let on_queuer = thread::spawn(move || {
+            sched::set_affinity(&[c]).unwrap();
+            let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
+            let r = ran_on.clone();
+            let w = Work::new(move || r.store(sched::current_cpu(), Ordering::SeqCst));
+            let mut same = 0;
+            for _ in 0..per_cpu {
+                assert!(wq.queue(&w));
+                w.flush();
+                same += usize::from(ran_on.load(Ordering::SeqCst) == c);
+            }
+            same
+        })
+        .join()
+        .unwrap();
+        // The worker of the queuing CPU is idle each time (one item in flight),
+        // so the item runs there. A few may run elsewhere when the VM stalls a
+        // CPU long enough for its lane to lag; most must not.
+        assert!(
+            on_queuer * 10 >= per_cpu * 9,
+            "queued from CPU {c}: only {on_queuer} of {per_cpu} ran there"
+        );
+    }
+    let (local, stolen, _) = lane_counts(&wq);
+    assert_eq!(local + stolen, 2 * per_cpu as u64);
+    assert!(
+        local * 10 >= 2 * per_cpu as u64 * 9,
+        "local {local}, stolen {stolen}"
+    );
+}
+
+#[test]
+fn a_lagging_cpu_spreads_its_items_over_the_pod() {
+    let Some((a, _)) = two_cpus() else { return };
+    let wq = pod_queue("lanes_spread", 4);
+    let n = 40;
+    let cpus_seen = Arc::new(Mutex::new(HashSet::new()));
+    let works: Vec<Work> = (0..n)
+        .map(|_| {
+            let seen = cpus_seen.clone();
+            Work::new(move || {
+                seen.lock().unwrap().insert(sched::current_cpu());
+                spin_us(500);
+            })
+        })
+        .collect();
+    let wq2 = wq.clone();
+    thread::spawn(move || {
+        sched::set_affinity(&[a]).unwrap();
+        for w in &works {
+            assert!(wq2.queue(w));
+        }
+        wq2.flush();
+    })
+    .join()
+    .unwrap();
+    let (local, stolen, spread) = lane_counts(&wq);
+    assert_eq!(local + stolen, n);
+    // Every item was queued on one CPU's lane and each runs 500 µs, ten times
+    // the spread threshold: the other CPU of the pod must have helped.
+    assert!(
+        stolen > 0 && spread > 0,
+        "local {local} stolen {stolen} spread {spread}"
+    );
+    assert!(cpus_seen.lock().unwrap().len() >= 2);
+}
+
+#[derive(Default)]
+struct Probe {
+    trues: AtomicUsize,
+    runs: AtomicUsize,
+    inside: AtomicBool,
+    reentered: AtomicUsize,
+}
+
+/// Producers pinned to every CPU queue a mix of short and long items (long
+/// ones make lanes lag, so items are stolen) while re-queueing the same works:
+/// every queued cycle runs once, no work runs on two workers at once,
+/// `max_active` holds and the locality and stealing paths both ran.
+#[test]
+fn stress_on_a_pod_keeps_every_rule_on_both_paths() {
+    let Some(_) = two_cpus() else { return };
+    const MAX_ACTIVE: usize = 3;
+    let wq = Workqueue::builder("lanes_stress")
+        .unbound()
+        .affinity_scope(Scope::Cache)
+        .nice(5)
+        .max_active(MAX_ACTIVE)
+        .build()
+        .unwrap();
+    let active = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let nworks = 12;
+    let probes: Vec<Arc<Probe>> = (0..nworks).map(|_| Arc::default()).collect();
+    let works: Vec<Work> = probes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (p, active, peak) = (p.clone(), active.clone(), peak.clone());
+            Work::new(move || {
+                if p.inside.swap(true, Ordering::SeqCst) {
+                    p.reentered.fetch_add(1, Ordering::SeqCst);
+                }
+                let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                spin_us(if i % 4 == 0 { 300 } else { 2 });
+                active.fetch_sub(1, Ordering::SeqCst);
+                p.inside.store(false, Ordering::SeqCst);
+                p.runs.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    let works = Arc::new(works);
+    let per_thread = 3000;
+    let handles: Vec<_> = cpus()
+        .into_iter()
+        .flat_map(|c| [c, c])
+        .enumerate()
+        .map(|(t, c)| {
+            let (wq, works, probes) = (wq.clone(), works.clone(), probes.clone());
+            thread::spawn(move || {
+                sched::set_affinity(&[c]).unwrap();
+                for k in 0..per_thread {
+                    let i = (t * 7 + k * 5) % works.len();
+                    if wq.queue(&works[i]) {
+                        probes[i].trues.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if k % 64 == 0 {
+                        thread::yield_now();
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    wq.flush();
+    for (i, p) in probes.iter().enumerate() {
+        let (t, r) = (
+            p.trues.load(Ordering::SeqCst),
+            p.runs.load(Ordering::SeqCst),
+        );
+        assert_eq!(t, r, "work {i}: {t} queue calls returned true, {r} runs");
+        assert_eq!(
+            p.reentered.load(Ordering::SeqCst),
+            0,
+            "work {i} ran twice at once"
+        );
+    }
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(
+        peak <= MAX_ACTIVE,
+        "{peak} items ran at once, max_active {MAX_ACTIVE}"
+    );
+    let (local, stolen, _) = lane_counts(&wq);
+    let runs: usize = probes.iter().map(|p| p.runs.load(Ordering::SeqCst)).sum();
+    assert_eq!(local + stolen, runs as u64);
+    assert!(local > 0 && stolen > 0, "local {local} stolen {stolen}");
+}
+
+/// An ordered queue's items keep their order although its pool has a lane
+/// per CPU and long items make lanes lag (so some are stolen).
+#[test]
+fn ordered_order_holds_across_lanes() {
+    let Some(_) = two_cpus() else { return };
+    let wq = Workqueue::builder("lanes_ordered")
+        .unbound()
+        .ordered()
+        .nice(6)
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let producers: Vec<_> = cpus()
+        .into_iter()
+        .enumerate()
+        .map(|(p, c)| {
+            let (wq, log) = (wq.clone(), log.clone());
+            thread::spawn(move || {
+                sched::set_affinity(&[c]).unwrap();
+                // One work per item: an ordered queue runs them in queue order.
+                let works: Vec<Work> = (0..300)
+                    .map(|seq| {
+                        let log = log.clone();
+                        Work::new(move || {
+                            log.lock().unwrap().push((p, seq));
+                            if seq % 10 == 0 {
+                                spin_us(200);
+                            }
+                        })
+                    })
+                    .collect();
+                for w in &works {
+                    assert!(wq.queue(w));
+                }
+                wq.flush();
+                works
+            })
+        })
+        .collect();
+    for h in producers {
+        drop(h.join().unwrap());
+    }
+    let log = log.lock().unwrap();
+    let mut last: Vec<Option<usize>> = vec![None; cpus().len()];
+    for &(p, seq) in log.iter() {
+        assert!(
+            last[p].is_none_or(|l| l < seq),
+            "producer {p}: item {seq} ran after {:?}",
+            last[p]
+        );
+        last[p] = Some(seq);
+    }
+    assert_eq!(log.len(), 300 * cpus().len());
+}
