@@ -8,8 +8,14 @@
 //! scope, shared by every workqueue with the same attributes) wake a worker for
 //! every item that waits.
 //!
-//! Policy lives in small predicates on [`PoolInner`]: `need_more_worker`,
-//! `keep_working`, `may_start_working`, `too_many_workers`. A worker that leaves
+//! A pod pool keeps one worklist, idle stack and `nr_running` per CPU of its
+//! pod (a *lane*, see [`lane`]): the kernel leans on the scheduler to run a
+//! woken worker next to its waker, user space cannot, so the pool does it.
+//! Bound pools have one lane.
+//!
+//! Policy lives in small predicates on [`PoolInner`] and [`Lane`]:
+//! `need_more_worker`, `keep_working`, `may_start_working`, `too_many_workers`,
+//! and per lane `unserved`, `lagging`, `stealable`. A worker that leaves
 //! idle while no other worker is idle becomes the manager and starts one more
 //! thread, so a spare is ready when a running worker blocks (one manager at a
 //! time, as the kernel's `POOL_MANAGER_ACTIVE`). Idle workers beyond the kernel's
@@ -17,9 +23,10 @@
 //!
 //! # Waking outside the lock, and why no wakeup is lost
 //!
-//! `kick` runs under the pool lock. It pops the most recently idled worker (the
-//! idle list is a LIFO stack, so the warmest thread runs next), marks it `Woken`
-//! and returns its thread handle; the caller unparks it *after* the lock is
+//! `kick` runs under the pool lock. It pops the most recently idled worker of
+//! the lane that needs one (idle lists are LIFO stacks, so the warmest thread
+//! runs next), marks it `Woken` and returns its thread handle (with the CPU to
+//! pin it to first, if it was re-homed); the caller unparks it *after* the lock is
 //! dropped (the 2026 `kick_pool_pick` + `raw_spin_unlock_irq_wake` order). The
 //! worker's side is: under the lock, push itself on the idle stack with state
 //! `Idle`; drop the lock; park; retake the lock and look at its state. The
@@ -370,14 +377,26 @@ impl PoolInner {
     }
     /// Work that an idle worker of lane `h` should leave idle for: its own
     /// lane's, unserved, or another lane's that it may steal.
-    fn work_for(&self, h: usize, cap: usize) -> bool {
+    fn work_for(&mut self, h: usize, cap: usize) -> bool {
         let mut now = LazyNow::default();
         self.lanes[h].unserved(cap)
             || self
                 .lanes
-                .iter()
+                .iter_mut()
                 .enumerate()
                 .any(|(d, l)| d != h && l.stealable(cap, &mut now))
+    }
+
+    /// Whether a worker of lane `h` starting an item should time it: only
+    /// when items wait behind it and another CPU of the pod could take them.
+    fn should_time(&self, h: usize, cap: usize) -> bool {
+        self.lanes.len() > 1
+            && self.lanes[h].has_work()
+            && self
+                .lanes
+                .iter()
+                .enumerate()
+                .any(|(d, l)| d != h && l.free(cap))
     }
     /// The kernel's cull rule: more than 2 idle, and idle beyond 2 is a quarter of busy.
     fn too_many_workers(&self) -> bool {
@@ -929,7 +948,11 @@ impl Pool {
     /// Returns false, changing nothing, if the pwq died after the caller picked
     /// it: the caller picks again from the workqueue's current table.
     pub(crate) fn insert(&'static self, slot: u32, work: &Arc<WorkInner>, unbound: bool) -> bool {
-        let cpu = sched::current_cpu();
+        let cpu = if self.attrs.pod_cpus.len() > 1 {
+            sched::current_cpu()
+        } else {
+            0
+        };
         let mut g = self.lock();
         if g.pwqs[slot as usize].dead {
             return false;
@@ -1381,9 +1404,9 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     g.workers[me].state = WState::Running;
     loop {
         // ---- idle ----
-        if !g.work_for(g.workers[me].lane, pool.cap) {
+        let h = g.workers[me].lane;
+        if !g.work_for(h, pool.cap) {
             g.workers[me].state = WState::Idle;
-            let h = g.workers[me].lane;
             g.lanes[h].idle.push(me);
             let mut timed_out = false;
             loop {
@@ -1408,7 +1431,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                     g.lanes[h].nr_woken -= 1;
                     break;
                 }
-                if g.work_for(g.workers[me].lane, pool.cap) {
+                if g.work_for(h, pool.cap) {
                     g.leave_idle(me);
                     break;
                 }
@@ -1483,7 +1506,8 @@ fn process_one_work<'a>(
     let hint = if counted {
         let h = g.workers[me].lane;
         let prev = g.workers[me].last_start;
-        g.workers[me].last_start = Some(g.lanes[h].item_started(prev));
+        let timed = g.should_time(h, pool.cap);
+        g.workers[me].last_start = g.lanes[h].item_started(timed, prev);
         h
     } else {
         usize::from(item.lane)
