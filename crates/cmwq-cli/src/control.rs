@@ -208,6 +208,9 @@ fn pool_line(p: &PoolSnap, id_len: usize, ref_len: usize) -> String {
                 cpumask_str(&p.cpus),
                 cpumask_str(&p.pod_cpus)
             );
+            if let Some(c) = p.lane_cpu {
+                let _ = write!(s, " lane={c}");
+            }
             if p.strict {
                 s.push_str(" strict");
             }
@@ -412,7 +415,11 @@ pub fn render_dump(s: &Snapshot) -> String {
         "[{:>id_len$} {:>4} {:>6} {:>4} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9}]",
         "pool", "cpu", "queued", "idle", "run", "local", "stolen", "stole", "rehomed", "spread"
     );
-    for p in s.pools.iter().filter(|p| p.lanes.len() > 1) {
+    for p in s
+        .pools
+        .iter()
+        .filter(|p| p.lanes.len() > 1 || p.lane_cpu.is_some())
+    {
         for l in &p.lanes {
             let _ = writeln!(
                 out,

@@ -197,7 +197,7 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
         "system",
     ]);
     assert!(out.contains("affinity_scope=system"), "{out}");
-    let new_pool = {
+    let (new_pool, d_pool) = {
         let s = p.dump();
         let w = wq(&s, "ctl_unbound");
         assert_eq!(w.attrs.affinity_scope, cmwq::topology::Scope::System);
@@ -207,7 +207,18 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
             pool.pod_cpus, s.topology.online,
             "the system pod spans every CPU"
         );
-        d
+        // The pool or pools serving the CPUs now: one lane pool per CPU of
+        // the system pod (README, "Where user space differs"), each naming
+        // the whole pod.
+        let serving: Vec<u32> = w.cpu_pool.iter().flatten().copied().collect();
+        for id in &serving {
+            let q = s.pools.iter().find(|q| q.id == *id).unwrap();
+            assert_eq!(
+                q.pod_cpus, s.topology.online,
+                "pool {id} serves the system pod"
+            );
+        }
+        (serving, d)
     };
     // Work flows through the new pool's pwq; the old pwqs retire.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -217,20 +228,20 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
         let started_new: u64 = w
             .pwqs
             .iter()
-            .filter(|q| q.pool == new_pool && q.state == "live")
+            .filter(|q| new_pool.contains(&q.pool) && q.state == "live")
             .map(|q| q.started)
             .sum();
         let old_live = w
             .pwqs
             .iter()
-            .filter(|q| q.state == "live" && q.pool != new_pool)
+            .filter(|q| q.state == "live" && q.pool != d_pool && !new_pool.contains(&q.pool))
             .count();
         if started_new > 10 && old_live == 0 {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "work did not move to pool {new_pool}: {:?} (before: {:?})",
+            "work did not move to pools {new_pool:?}: {:?} (before: {:?})",
             w.pwqs,
             before.pwqs
         );

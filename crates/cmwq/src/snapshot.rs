@@ -110,6 +110,11 @@ pub struct PoolSnap {
     pub cpus: Vec<usize>,
     /// Real CPUs of the pod the pool serves.
     pub pod_cpus: Vec<usize>,
+    /// A pod of several CPUs is served by one pool per CPU (a *lane pool*,
+    /// see the README's "Where user space differs"): this pool's CPU. `None`
+    /// for every other pool.
+    #[serde(default)]
+    pub lane_cpu: Option<usize>,
     /// Workers are kept inside the pod.
     pub strict: bool,
     /// Concurrency managed (`nr_running` is capped).

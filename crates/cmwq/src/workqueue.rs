@@ -180,6 +180,9 @@ struct Pwqs {
     all: Vec<PwqRef>,
     /// Topology CPU ids that route work (the online CPUs of the cpumask or machine).
     route_cpus: Vec<usize>,
+    /// Per real CPU: this workqueue's pwq in the lane pool of that CPU, when
+    /// the CPU is a lane of exactly one pod (`Some(None)`: of several).
+    lane: Vec<Option<Option<PwqRef>>>,
 }
 
 impl Pwqs {
@@ -189,6 +192,7 @@ impl Pwqs {
             dfl: None,
             all: Vec::new(),
             route_cpus: Vec::new(),
+            lane: Vec::new(),
         }
     }
 }
@@ -204,6 +208,8 @@ impl Pwqs {
 /// died, `Pool::insert` says so and the queuer reads again.
 struct PwqMap {
     cpu: Vec<AtomicU64>,
+    /// Per real CPU: the lane pwq of a pod pool (see `Pwqs::lane`), 0: none.
+    lane: Vec<AtomicU64>,
     dfl: AtomicU64,
     /// Topology CPUs that route work, for a queuer on a CPU outside the mask.
     route: Vec<AtomicUsize>,
@@ -214,6 +220,7 @@ impl PwqMap {
     fn new(n: usize) -> PwqMap {
         PwqMap {
             cpu: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            lane: (0..n).map(|_| AtomicU64::new(0)).collect(),
             dfl: AtomicU64::new(0),
             route: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             route_len: AtomicUsize::new(0),
@@ -240,6 +247,10 @@ impl PwqMap {
                 Self::encode(tab.cpu.get(i).copied().flatten()),
                 Ordering::Release,
             );
+        }
+        for (i, a) in self.lane.iter().enumerate() {
+            let r = tab.lane.get(i).copied().flatten().flatten();
+            a.store(Self::encode(r), Ordering::Release);
         }
         // A bound queue has no default pwq: a CPU without one uses the first CPU's.
         let dfl = tab.dfl.or_else(|| tab.all.first().copied());
@@ -533,6 +544,17 @@ impl WqInner {
             let Some(mut target) = PwqMap::decode(word) else {
                 continue; // only while the first table is being published
             };
+            // A pod of lane pools: queue on the lane of the CPU we run on when
+            // it is in the target's pod (queue_on, or a folded topology whose
+            // CPU ids are not the real ones), so the wakeup stays local.
+            if (cpu.is_some() || self.ctx.custom)
+                && let Some(pod) = target.pool.pod_id()
+                && let Some(a) = m.lane.get(sched::current_cpu())
+                && let Some(l) = PwqMap::decode(a.load(Ordering::Acquire))
+                && l.pool.pod_id() == Some(pod)
+            {
+                target = l;
+            }
             // Non-reentrancy: if the item runs on another pool now, follow it there.
             // If it last ran on the target pool, the worker that takes it checks the
             // busy table under that pool's lock, so no extra lock is needed here.
@@ -1044,6 +1066,7 @@ impl WqInner {
             dfl: None,
             all: Vec::new(),
             route_cpus: mask.clone(),
+            lane: vec![None; real.iter().max().map_or(0, |m| m + 1)],
         };
         let max_active = attrs.max_active;
         let res = (|| -> Result<(), Error> {
@@ -1070,6 +1093,7 @@ impl WqInner {
                 strict: attrs.affinity_strict,
                 wake: ctx.wake,
                 managed,
+                pod: Vec::new(),
             })?;
             let dfl = PwqRef {
                 pool: dfl_pool,
@@ -1090,22 +1114,63 @@ impl WqInner {
                 pod_real.sort_unstable();
                 pod_real.dedup();
                 let node = topo.cpu_node(cpus[0]).min(nr_nodes - 1);
-                let pool = pool::unbound_pool(PoolAttrs {
+                let attrs_of = |pod_cpus: Vec<usize>, pod: Vec<usize>| PoolAttrs {
                     cpu: None,
                     prio,
                     cpus: real_mask.clone(),
-                    pod_cpus: pod_real,
+                    pod_cpus,
                     strict: attrs.affinity_strict,
                     wake: ctx.wake,
                     managed,
-                })?;
-                let r = PwqRef {
-                    pool,
-                    slot: pool.attach(self.clone(), max_active, node, color, false),
+                    pod,
                 };
-                tab.all.push(r);
+                if !managed || pod_real.len() == 1 {
+                    // One pool for the pod: one CPU, or the kernel's
+                    // unmanaged pools (a worker per item, lanes inside).
+                    let pool = pool::unbound_pool(attrs_of(pod_real, Vec::new()))?;
+                    let r = PwqRef {
+                        pool,
+                        slot: pool.attach(self.clone(), max_active, node, color, false),
+                    };
+                    tab.all.push(r);
+                    for &c in &cpus {
+                        tab.cpu[c] = Some(r);
+                    }
+                    continue;
+                }
+                // A managed pod of several CPUs: a lane pool per real CPU
+                // (each with its own lock), linked so a lagging one borrows
+                // an idle worker of another (pool/lane.rs).
+                let lanes = pod_real
+                    .iter()
+                    .map(|&r| pool::unbound_pool(attrs_of(vec![r], pod_real.clone())))
+                    .collect::<Result<Vec<_>, Error>>()?;
+                pool::link_pod(&lanes);
+                let refs: Vec<PwqRef> = lanes
+                    .iter()
+                    .map(|&pool| {
+                        let r = PwqRef {
+                            pool,
+                            slot: pool.attach(self.clone(), max_active, node, color, false),
+                        };
+                        tab.all.push(r);
+                        r
+                    })
+                    .collect();
                 for &c in &cpus {
-                    tab.cpu[c] = Some(r);
+                    let i = pod_real.binary_search(&to_real(c)).unwrap_or(0);
+                    tab.cpu[c] = Some(refs[i]);
+                }
+                for (&r, &lane) in pod_real.iter().zip(&refs) {
+                    // A real CPU in two pods of different CPU sets (an odd
+                    // fold) has no lane of its own: route by the target CPU.
+                    match &mut tab.lane[r] {
+                        slot @ None => *slot = Some(Some(lane)),
+                        Some(Some(old)) if !std::ptr::eq(old.pool, lane.pool) => {
+                            tab.lane[r] = Some(None)
+                        }
+                        _ => {}
+                    }
                 }
             }
             Ok(())

@@ -103,13 +103,26 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
             a.fetch_add(1, Ordering::SeqCst);
         }
     });
+    // Queue from every CPU, so each lane pool of the pod has a reason to
+    // start a worker (pools start workers when work arrives; the default
+    // pool serves only queuers outside the cpumask, so none here).
+    let cpus = cmwq::sched::affinity_of(0).unwrap();
+    let serving: Vec<u32> = reclaim.cpu_pools().0.into_iter().flatten().collect();
     assert!(wait_for(|| reclaim
         .pool_counts()
         .iter()
+        .filter(|c| serving.contains(&c.pool))
         .all(|c| c.workers > 0)
         || {
-            // Queue something so the pool has a reason to start a worker.
-            reclaim.queue(&w);
+            for &c in &cpus {
+                let (wq, w) = (reclaim.clone(), w.clone());
+                thread::spawn(move || {
+                    cmwq::sched::set_affinity(&[c]).unwrap();
+                    wq.queue(&w);
+                })
+                .join()
+                .unwrap();
+            }
             false
         }));
     reclaim.queue(&w);

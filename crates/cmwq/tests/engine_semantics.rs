@@ -1032,8 +1032,15 @@ fn unbound_pools_shared_by_attrs() {
     );
     let (pa, _) = a.cpu_pools();
     assert_ne!(pa[0], pa[1], "scope cpu: one pool per CPU");
+    // Scope system: one pod of both CPUs, served by a lane pool per CPU
+    // (README, "Where user space differs"); each pool names the whole pod.
     let (pc, _) = c.cpu_pools();
-    assert_eq!(pc[0], pc[1], "scope system: one pool for both CPUs");
+    let snap = cmwq::snapshot();
+    let pool = |id: Option<u32>| snap.pools.iter().find(|p| Some(p.id) == id).unwrap();
+    assert_eq!(pool(pc[0]).pod_cpus, pool(pc[1]).pod_cpus, "one pod");
+    assert_eq!(pool(pc[0]).pod_cpus.len(), 2, "of both CPUs");
+    assert_eq!(pool(pc[0]).lane_cpu, Some(0));
+    assert_eq!(pool(pc[1]).lane_cpu, Some(1));
     // Work queued to both runs.
     let n = counter();
     for wq in [&a, &b, &c] {
@@ -1054,12 +1061,16 @@ fn pods_from_synthetic_topology() {
             .build()
             .unwrap()
     };
+    // The synthetic CPUs fold onto the real ones (CPU i on real CPU i mod n);
+    // a pod of several real CPUs has a lane pool (and pwq) per real CPU.
+    let real = cmwq::topology::sched_affinity().unwrap().len();
+    let lanes = |pod: usize| pod.min(real);
     let cache = mk("sem-pods-cache", Scope::Cache);
-    assert_eq!(cache.nr_pwqs(), 3, "2 LLC pods + dfl");
+    assert_eq!(cache.nr_pwqs(), 2 * lanes(4) + 1, "2 LLC pods + dfl");
     let cpu = mk("sem-pods-cpu", Scope::Cpu);
     assert_eq!(cpu.nr_pwqs(), 9, "8 CPU pods + dfl");
     let system = mk("sem-pods-system", Scope::System);
-    assert_eq!(system.nr_pwqs(), 2, "1 pod + dfl");
+    assert_eq!(system.nr_pwqs(), lanes(8) + 1, "1 pod + dfl");
     // All 8 synthetic CPUs route somewhere and run work.
     let n = counter();
     for c in 0..8 {

@@ -164,24 +164,38 @@ mod tests {
             cache_shard_size: shard,
             cpus: &cpus,
         };
-        // Distinct pools serving the 32 synthetic CPUs (the default pwq aside).
-        let pools = |scope, shard| {
-            let (per_cpu, _) = build_wq(&ctx(scope, shard)).unwrap().0.cpu_pools();
-            let mut ids: Vec<u32> = per_cpu.into_iter().flatten().collect();
-            ids.sort_unstable();
-            ids.dedup();
-            ids.len()
+        // Distinct pods serving the 32 synthetic CPUs (the default pwq aside),
+        // told apart by the real CPUs each pool's pod spans.
+        let pods = |scope, shard| {
+            let wq = build_wq(&ctx(scope, shard)).unwrap().0;
+            let (per_cpu, _) = wq.cpu_pools();
+            let snap = cmwq::snapshot();
+            let mut pods: Vec<Vec<usize>> = per_cpu
+                .into_iter()
+                .flatten()
+                .map(|id| {
+                    snap.pools
+                        .iter()
+                        .find(|p| p.id == id)
+                        .unwrap()
+                        .pod_cpus
+                        .clone()
+                })
+                .collect();
+            pods.sort_unstable();
+            pods.dedup();
+            pods.len()
         };
         // The synthetic CPUs fold onto the real ones (CPU i on online CPU
-        // i mod n), and pools are shared by their real CPU sets, as the kernel
-        // shares unbound pools by attrs: a shard becomes a pool of its own only
-        // when its real CPUs differ from the other shards'. One core per shard
-        // spreads over every real CPU; one shard of all 32 is the LLC.
-        assert_eq!(pools(Scope::Cache, None), 1);
-        assert_eq!(pools(Scope::CacheShard, Some(32)), 1);
+        // i mod n), and pods are told apart by their real CPU sets, as the
+        // kernel shares unbound pools by attrs: a shard becomes a pod of its
+        // own only when its real CPUs differ from the other shards'. One core
+        // per shard spreads over every real CPU; one shard of all 32 is the LLC.
+        assert_eq!(pods(Scope::Cache, None), 1);
+        assert_eq!(pods(Scope::CacheShard, Some(32)), 1);
         let real = std::thread::available_parallelism().map_or(1, |n| n.get());
         if real >= 2 {
-            assert!(pools(Scope::CacheShard, Some(1)) >= 2);
+            assert!(pods(Scope::CacheShard, Some(1)) >= 2);
         }
     }
 }

@@ -305,10 +305,19 @@ mod tests {
         l.item_started(false, None);
         let t0 = Instant::now();
         let later = t0 + spread_thresh() * 2;
-        assert!(!l.lagging(&mut LazyNow::at(t0)), "first look notes the time");
-        assert!(l.lagging(&mut LazyNow::at(later)), "same item a threshold later");
+        assert!(
+            !l.lagging(&mut LazyNow::at(t0)),
+            "first look notes the time"
+        );
+        assert!(
+            l.lagging(&mut LazyNow::at(later)),
+            "same item a threshold later"
+        );
         l.item_started(false, None);
-        assert!(!l.lagging(&mut LazyNow::at(later)), "a new item: noted again");
+        assert!(
+            !l.lagging(&mut LazyNow::at(later)),
+            "a new item: noted again"
+        );
         // The previous item's length decides `slow` when a timed item starts.
         let t1 = l.item_started(true, None).unwrap();
         assert!(!l.slow);

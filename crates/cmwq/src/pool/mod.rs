@@ -98,6 +98,9 @@ pub(crate) struct PoolAttrs {
     pub wake: WakeMode,
     /// Unbound pools: concurrency managed with a cap of one running worker per pod CPU.
     pub managed: bool,
+    /// A pod pool's lane of one CPU: the pod's real CPUs (empty otherwise).
+    /// The lanes of a pod are pools of their own, linked by [`link_pod`].
+    pub pod: Vec<usize>,
 }
 
 /// One item on a list: the work, its pool workqueue slot and its flush colour.
@@ -118,6 +121,18 @@ enum WState {
     Exited,
     /// A workqueue's rescuer, attached while it runs a batch (not a pool worker).
     Rescuer,
+    /// A worker of another lane pool of the pod, attached while it takes items
+    /// of this one's lagging lane ([`Pool::host_guest`]); like a rescuer it is
+    /// not counted in `nr_running` here.
+    Guest,
+}
+
+impl WState {
+    /// Attached from outside the pool (a rescuer or a guest): never counted,
+    /// never sampled.
+    fn borrowed(self) -> bool {
+        matches!(self, WState::Rescuer | WState::Guest)
+    }
 }
 
 /// Why a busy worker does not count in `nr_running` (bits of `WorkerSlot::blocked`).
@@ -152,6 +167,8 @@ struct WorkerSlot {
     lane: usize,
     /// When its current item began, while it is busy (the lane's `slow` test).
     last_start: Option<Instant>,
+    /// Woken to help this lane pool of the pod (a spread, see [`lane`]).
+    guest_for: Option<&'static Pool>,
 }
 
 impl WorkerSlot {
@@ -171,6 +188,7 @@ impl WorkerSlot {
             repatriated: false,
             lane: 0,
             last_start: None,
+            guest_for: None,
         }
     }
 }
@@ -248,6 +266,8 @@ pub(crate) struct PoolInner {
     dying: bool,
     /// Round robin over lanes for items queued from outside the pod.
     rr: usize,
+    /// A lane pool's partners: the other lane pools of its pod.
+    partners: Vec<&'static Pool>,
     /// Items completed (the watchdog's progress check).
     progress: u64,
     /// `progress` at the watchdog's previous tick.
@@ -268,10 +288,22 @@ pub(crate) struct Pool {
     /// per CPU), `usize::MAX` for an unmanaged (kernel-style) unbound pool.
     pub cap: usize,
     inner: Mutex<PoolInner>,
+    /// A lane pool's pod: every lane pool of it, by CPU, itself included
+    /// (set once by [`link_pod`]; empty for other pools).
+    pod_pools: OnceLock<Vec<&'static Pool>>,
+    /// Read by the other lane pools of the pod without the lock: this lane has
+    /// no counted worker and an idle one to lend (see [`lane`]).
+    lendable: Lendable,
     pub create_failed: AtomicU64,
     /// Workers that could not take the pool's priority.
     pub prio_failed: AtomicU64,
 }
+
+/// [`Pool::lendable`] on a cache line of its own: the other CPUs of the pod
+/// read it on their queue path while this CPU writes it.
+#[repr(align(128))]
+#[derive(Default)]
+struct Lendable(AtomicBool);
 
 /// A picture of one pool's workers and counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -298,20 +330,32 @@ pub struct PoolCounts {
     pub spread: u64,
 }
 
-/// A worker picked under the pool lock, to be woken after it is dropped.
-pub(crate) struct Wake {
-    thread: Thread,
-    /// Re-homed: (thread id, CPU) to pin it to before it is unparked.
-    rehome: Option<(i32, usize)>,
+/// A wakeup decided under the pool lock, done after it is dropped.
+pub(crate) enum Wake {
+    /// A worker of this pool picked for a lane.
+    Worker {
+        thread: Thread,
+        /// Re-homed: (thread id, CPU) to pin it to before it is unparked.
+        rehome: Option<(i32, usize)>,
+    },
+    /// This lane pool lags: a partner lane pool of the pod lends it an idle
+    /// worker ([`lend_to`]). Decided without the partners' locks.
+    Spread,
 }
 
 impl Wake {
-    fn run(self) {
-        if let Some((tid, cpu)) = self.rehome {
-            // A failure (the CPU left the process's cpuset) only costs locality.
-            let _ = sched::set_affinity_of(tid, &[cpu]);
+    /// Wakes the worker; `pool` is the pool whose lock decided it.
+    fn run(self, pool: &'static Pool) {
+        match self {
+            Wake::Worker { thread, rehome } => {
+                if let Some((tid, cpu)) = rehome {
+                    // A failure (the CPU left the process's cpuset) only costs locality.
+                    let _ = sched::set_affinity_of(tid, &[cpu]);
+                }
+                thread.unpark();
+            }
+            Wake::Spread => lend_to(pool),
         }
-        self.thread.unpark();
     }
 }
 
@@ -334,9 +378,9 @@ impl Post {
             || self.died.is_some()
     }
 
-    fn run(self) {
+    fn run(self, pool: &'static Pool) {
         if let Some(w) = self.wake {
-            w.run();
+            w.run(pool);
         }
         if let Some((wq, node)) = self.activate {
             wq.node_activate(node);
@@ -449,6 +493,17 @@ impl PoolInner {
                 return self.wake_for(d, true);
             }
         }
+        // A lane pool: the other CPUs of the pod are partner pools.
+        if n == 1
+            && self.lanes[0].has_work()
+            && self
+                .partners
+                .iter()
+                .any(|p| p.lendable.0.load(Ordering::Relaxed))
+            && self.lanes[0].lagging(&mut LazyNow::default())
+        {
+            return Some(Wake::Spread);
+        }
         None
     }
 
@@ -482,7 +537,7 @@ impl PoolInner {
         w.state = WState::Woken;
         w.lane = d;
         w.repatriated |= rehome;
-        Some(Wake {
+        Some(Wake::Worker {
             thread: w.thread.clone().expect("idle worker has a thread"),
             rehome: rehome.then_some((w.tid, cpu)),
         })
@@ -588,18 +643,19 @@ impl PoolInner {
 /// lab's `icache` study compares the two builds.
 #[cfg_attr(feature = "inline-unlock", inline(always))]
 #[cfg_attr(not(feature = "inline-unlock"), inline(never))]
-fn unlock_wake(g: MutexGuard<'_, PoolInner>, wake: Option<Wake>, mode: WakeMode) {
-    match mode {
+fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wake: Option<Wake>) {
+    pool.update_lendable(&g);
+    match pool.attrs.wake {
         WakeMode::UnderLock => {
             if let Some(w) = wake {
-                w.run();
+                w.run(pool);
             }
             drop(g);
         }
         WakeMode::Deferred => {
             drop(g);
             if let Some(w) = wake {
-                w.run();
+                w.run(pool);
             }
         }
     }
@@ -678,10 +734,13 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
             refcnt: 0,
             dying: false,
             rr: 0,
+            partners: Vec::new(),
             progress: 0,
             tick_progress: 0,
             starving_since: None,
         }),
+        pod_pools: OnceLock::new(),
+        lendable: Lendable::default(),
         create_failed: AtomicU64::new(0),
         prio_failed: AtomicU64::new(0),
     }));
@@ -709,6 +768,7 @@ pub(crate) fn bound_pool(
         strict: true,
         wake,
         managed: true,
+        pod: Vec::new(),
     })?;
     map.insert((cpu, prio, wake), pool.id);
     Ok(pool)
@@ -726,9 +786,128 @@ pub(crate) fn unbound_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Err
     Ok(pool)
 }
 
+/// Links the lane pools of one pod (one pool per real CPU, in CPU order) so
+/// that a lagging one can borrow an idle worker of another. Pools are shared
+/// by attributes, so a later workqueue with the same pod finds them linked
+/// already; the link never changes.
+pub(crate) fn link_pod(lanes: &[&'static Pool]) {
+    for &p in lanes {
+        if p.pod_pools.set(lanes.to_vec()).is_ok() {
+            let partners = lanes.iter().copied().filter(|q| !std::ptr::eq(*q, p));
+            p.lock().partners = partners.collect();
+        }
+    }
+}
+
+/// A partner of the lagging lane pool `to` lends it an idle worker: the next
+/// partner, in CPU order after `to`, whose lane has no counted worker and an
+/// idle one. Runs with no pool lock held and takes one partner's lock at a
+/// time, so lane pools never hold two locks.
+fn lend_to(to: &'static Pool) {
+    let Some(pods) = to.pod_pools.get() else {
+        return;
+    };
+    let k = pods.iter().position(|p| std::ptr::eq(*p, to)).unwrap_or(0);
+    for j in 1..pods.len() {
+        let d = pods[(k + j) % pods.len()];
+        if !d.lendable.0.load(Ordering::Relaxed) {
+            continue;
+        }
+        let mut g = d.lock();
+        if !g.lanes[0].free(d.cap) {
+            continue;
+        }
+        let Some(i) = g.lanes[0].idle.pop() else {
+            continue;
+        };
+        g.lanes[0].nr_woken += 1;
+        g.lanes[0].stats.spread += 1;
+        g.workers[i].state = WState::Woken;
+        g.workers[i].guest_for = Some(to);
+        let t = g.workers[i].thread.clone();
+        d.update_lendable(&g);
+        drop(g);
+        if let Some(t) = t {
+            t.unpark();
+        }
+        return;
+    }
+}
+
 impl Pool {
     fn lock(&self) -> MutexGuard<'_, PoolInner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A lane pool's pod, named by the id of its first lane pool.
+    pub(crate) fn pod_id(&self) -> Option<u32> {
+        self.pod_pools.get().and_then(|v| v.first()).map(|p| p.id)
+    }
+
+    /// A lane pool tells its partners whether it can lend a worker now (no
+    /// counted worker on its CPU, one idle). Written only when it changes, so
+    /// the partners' reads stay on a shared cache line.
+    fn update_lendable(&self, g: &PoolInner) {
+        if g.partners.is_empty() {
+            return;
+        }
+        let l = &g.lanes[0];
+        let v = l.free(self.cap) && !l.idle.is_empty();
+        if self.lendable.0.load(Ordering::Relaxed) != v {
+            self.lendable.0.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Attaches the calling thread to this pool as a rescuer or a guest: a
+    /// worker slot, so the busy table keeps an item off two threads at once.
+    fn attach_borrowed(g: &mut PoolInner, state: WState) -> usize {
+        let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
+            Some(i) => i,
+            None => {
+                g.workers.push(WorkerSlot::empty());
+                g.workers.len() - 1
+            }
+        };
+        g.workers[idx] = WorkerSlot::empty();
+        g.workers[idx].state = state;
+        g.workers[idx].thread = Some(thread::current());
+        g.workers[idx].tid = sched::gettid();
+        idx
+    }
+
+    fn detach_borrowed(g: &mut PoolInner, idx: usize) {
+        g.workers[idx].state = WState::Exited;
+        g.workers[idx].thread = None;
+        g.workers[idx].tid = 0;
+    }
+
+    /// A worker lent by a partner lane pool runs this lane's items while the
+    /// lane lags or nobody serves it (and what its busy table hands it).
+    /// Returns how many it ran.
+    pub(crate) fn host_guest(&'static self) -> u64 {
+        let mut g = self.lock();
+        let idx = Self::attach_borrowed(&mut g, WState::Guest);
+        let mut cache = None;
+        let mut ran = 0;
+        loop {
+            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
+                it
+            } else if g.lanes[0].stealable(self.cap, &mut LazyNow::default()) {
+                g.lanes[0].stats.stolen += 1;
+                g.lanes[0].pop().expect("stealable lane has work")
+            } else {
+                break;
+            };
+            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != idx) {
+                g.workers[other].scheduled.push_back(item);
+                continue;
+            }
+            g = process_one_work(self, idx, g, item, &mut cache, false);
+            ran += 1;
+        }
+        Self::detach_borrowed(&mut g, idx);
+        self.update_lendable(&g);
+        ran
     }
 
     /// Links a workqueue to this pool: allocates its pwq slot. New items get
@@ -837,7 +1016,7 @@ impl Pool {
         for t in wake {
             t.unpark();
         }
-        post.run();
+        post.run(self);
     }
 
     /// Kills a retired, empty pwq found while advancing an ordered chain.
@@ -899,12 +1078,12 @@ impl Pool {
     }
 
     /// Changes a pwq's max_active and activates what the new limit allows.
-    pub(crate) fn pwq_set_max_active(&self, slot: u32, max: usize) {
+    pub(crate) fn pwq_set_max_active(&'static self, slot: u32, max: usize) {
         let mut g = self.lock();
         g.pwqs[slot as usize].max_active = max;
         let hint = self.activate_pwq(&mut g, slot);
         let wake = g.kick(hint, self.cap);
-        unlock_wake(g, wake, self.attrs.wake);
+        unlock_wake(self, g, wake);
     }
 
     /// Activates inactive items of a bound pwq while its limit allows.
@@ -924,7 +1103,7 @@ impl Pool {
 
     /// Activates one inactive item of an unbound pwq that holds a node budget slot.
     /// Returns false (budget not used) if the pwq has nothing inactive.
-    pub(crate) fn activate_one_unbound(&self, slot: u32, wq: &Arc<WqInner>) -> bool {
+    pub(crate) fn activate_one_unbound(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
         let mut g = self.lock();
         let same = g.pwqs[slot as usize]
             .wq
@@ -940,7 +1119,7 @@ impl Pool {
         let hint = usize::from(it.lane);
         g.push_active(it);
         let wake = g.kick(hint, self.cap);
-        unlock_wake(g, wake, self.attrs.wake);
+        unlock_wake(self, g, wake);
         true
     }
 
@@ -1003,7 +1182,7 @@ impl Pool {
             g.pwqs[slot as usize].inactive.push_back(item);
         }
         let wake = g.kick(lane, self.cap);
-        unlock_wake(g, wake, self.attrs.wake);
+        unlock_wake(self, g, wake);
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);
         }
@@ -1101,7 +1280,7 @@ impl Pool {
         post.wake = g.kick(usize::from(item.lane), self.cap);
         drop(g);
         work.finish_cycle();
-        post.run();
+        post.run(self);
         true
     }
 
@@ -1181,7 +1360,7 @@ impl Pool {
                 .workers
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| w.current.is_some() && w.tid != 0 && w.state != WState::Rescuer)
+                .filter(|(_, w)| w.current.is_some() && w.tid != 0 && !w.state.borrowed())
                 .map(|(i, w)| (i, w.tid, w.seq, w.blocked))
                 .collect();
             // No item completed since the last tick while work waits: look at
@@ -1204,7 +1383,7 @@ impl Pool {
         for (i, seq, cpu, state) in looks {
             if g.workers[i].seq != seq
                 || g.workers[i].current.is_none()
-                || g.workers[i].state == WState::Rescuer
+                || g.workers[i].state.borrowed()
             {
                 // Moved on to another item meanwhile, or the slot now holds a
                 // rescuer (never counted in nr_running).
@@ -1287,7 +1466,7 @@ impl Pool {
         }
         drop(g);
         for w in wake {
-            w.run();
+            w.run(self);
         }
         for wq in mayday {
             wq.wake_rescuer();
@@ -1308,17 +1487,7 @@ impl Pool {
         if !same {
             return false;
         }
-        let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
-            Some(i) => i,
-            None => {
-                g.workers.push(WorkerSlot::empty());
-                g.workers.len() - 1
-            }
-        };
-        g.workers[idx] = WorkerSlot::empty();
-        g.workers[idx].state = WState::Rescuer;
-        g.workers[idx].thread = Some(thread::current());
-        g.workers[idx].tid = sched::gettid();
+        let idx = Self::attach_borrowed(&mut g, WState::Rescuer);
         let mut cache = None;
         let mut done = 0;
         loop {
@@ -1336,9 +1505,7 @@ impl Pool {
             g = process_one_work(self, idx, g, item, &mut cache, false);
             done += 1;
         }
-        g.workers[idx].state = WState::Exited;
-        g.workers[idx].thread = None;
-        g.workers[idx].tid = 0;
+        Self::detach_borrowed(&mut g, idx);
         g.waiting().any(|it| it.pwq == slot) && g.starving(self.cap)
     }
 }
@@ -1408,6 +1575,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         if !g.work_for(h, pool.cap) {
             g.workers[me].state = WState::Idle;
             g.lanes[h].idle.push(me);
+            pool.update_lendable(&g);
             let mut timed_out = false;
             loop {
                 // Leave if idle beyond the cull rule, or if the pool was let go
@@ -1438,6 +1606,15 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
             }
         }
         g.workers[me].state = WState::Running;
+        if let Some(to) = g.workers[me].guest_for.take() {
+            // Lent to a lagging lane pool of the pod: help there, then come back.
+            pool.update_lendable(&g);
+            drop(g);
+            let ran = to.host_guest();
+            g = pool.lock();
+            let h = g.workers[me].lane;
+            g.lanes[h].stats.stole += ran;
+        }
         let h = g.workers[me].lane;
         if !g.work_for(h, pool.cap) && g.workers[me].scheduled.is_empty() {
             continue;
@@ -1449,6 +1626,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         if pool.managed {
             g.lanes[h].nr_running += 1;
         }
+        pool.update_lendable(&g);
         watchdog::busy_enter();
         loop {
             let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
@@ -1515,7 +1693,7 @@ fn process_one_work<'a>(
     // Chain execution: wake another worker if work still waits and nobody
     // runs it, or if this lane lags and another CPU of the pod is free.
     let wake = g.kick(hint, pool.cap);
-    unlock_wake(g, wake, pool.attrs.wake);
+    unlock_wake(pool, g, wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT_WQ.with(|c| c.set(wq_addr));
     let res = catch_unwind(AssertUnwindSafe(|| (item.work.func)()));
@@ -1540,7 +1718,7 @@ fn process_one_work<'a>(
     // pwq that drains here must unplug the next generation, or it waits forever.
     if post.pending() {
         drop(g);
-        post.run();
+        post.run(pool);
         g = pool.lock();
     }
     g
@@ -1579,7 +1757,7 @@ impl BlockingGuard {
         let mut g = pool.lock();
         if g.workers[me].blocked & BLOCKED_ANNOTATED != 0
             || g.workers[me].current.is_none()
-            || g.workers[me].state == WState::Rescuer
+            || g.workers[me].state.borrowed()
         {
             return BlockingGuard { slot: None };
         }
@@ -1597,7 +1775,7 @@ impl BlockingGuard {
         } else if g.starving(pool.cap) && !g.manager_active {
             g = pool.create_worker(g, h);
         }
-        unlock_wake(g, wake, pool.attrs.wake);
+        unlock_wake(pool, g, wake);
         BlockingGuard {
             slot: Some((pool, me)),
         }
@@ -1683,7 +1861,12 @@ impl Pool {
             rt_priority,
             cpu: a.cpu,
             cpus: a.cpus.clone(),
-            pod_cpus: a.pod_cpus.clone(),
+            pod_cpus: if a.pod.is_empty() {
+                a.pod_cpus.clone()
+            } else {
+                a.pod.clone()
+            },
+            lane_cpu: (!a.pod.is_empty()).then(|| a.pod_cpus[0]),
             strict: a.strict,
             managed: self.managed,
             cap: (self.cap != usize::MAX).then_some(self.cap * lanes.len()),
