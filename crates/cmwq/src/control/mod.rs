@@ -5,7 +5,7 @@
 //! ones through sysfs while they run. A process using cmwq opts into the same
 //! with [`serve()`] (or `CMWQ_CONTROL=1`, read when the first workqueue is
 //! built): a thread listens on a Unix socket, `<pid>.sock` in [`socket_dir()`],
-//! and answers the requests of [`proto`] — a [`Snapshot`](crate::Snapshot), or
+//! and answers the requests of [`proto`] — a [`Snapshot`], or
 //! a knob to write. `cmwq dump`, `cmwq monitor`, `cmwq set` and `cmwq ps` are
 //! its clients ([`Client`], [`list_processes`]).
 //!

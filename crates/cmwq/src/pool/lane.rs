@@ -13,20 +13,29 @@
 //! a 2-vCPU VM, that made every pod scope half as fast as the `cpu` scope,
 //! whose workers are pinned and cannot make the mistake.
 //!
-//! So a pool keeps one [`Lane`] per real CPU of its pod (a bound pool has one):
+//! So work is kept on the CPU that queued it, in one of two shapes:
 //!
-//! - an item goes on the lane of the CPU that queues it (`sched_getcpu`, an
-//!   rseq read); an item queued from outside the pod goes on a lane whose CPU
-//!   runs no worker, else round robin;
-//! - every worker is *homed* on one lane and pinned to that lane's CPU; idle
-//!   workers wait on their lane's idle stack (LIFO, warmest first);
-//! - concurrency management counts per lane (`nr_running`, `nr_woken`): a lane
-//!   with waiting items and no counted worker gets a worker of its own CPU, so
-//!   the handoff stays on the queuing CPU exactly as in a per-CPU pool;
-//! - when a lane has no idle worker, an idle worker of another lane is
-//!   *re-homed*: its affinity is set to the lane's CPU (one `sched_setaffinity`
-//!   on a sleeping thread) before it is unparked, so it wakes there. This is
-//!   the user-space `wake_cpu`, counted as `repatriated` (`RPR`).
+//! - **Lane pools** (a concurrency-managed pod of several CPUs, the default):
+//!   one pool per real CPU of the pod, each with its own lock, worklist and
+//!   workers pinned to that CPU, linked to the other lane pools of the pod
+//!   (`link_pod`). A workqueue has a pwq in each; an item queued from CPU c
+//!   goes to c's lane pool (`queue_on` and folded topologies too, when the
+//!   queuing CPU is in the target's pod). Measured on 2 vCPUs at batch 64,
+//!   one shared lock for the pod's CPUs cost 2.7x in throughput (its futex
+//!   calls went from 6 thousand to 90 thousand per run): the lock has to be
+//!   per CPU, not only the worklist.
+//! - **Laned pools** (a workqueue's default pool, which ordered queues use,
+//!   and the kernel-style unmanaged pools): one pool, one lock, and one
+//!   [`Lane`] per real CPU inside it. Workers are homed on a lane and pinned
+//!   to its CPU; a lane without an idle worker gets one *re-homed* from
+//!   another lane: its affinity is set to the lane's CPU (one
+//!   `sched_setaffinity` on a sleeping thread) before it is unparked, so it
+//!   wakes there. This is the user-space `wake_cpu`, counted as `repatriated`.
+//!
+//! Either way, concurrency management counts per CPU (`nr_running`,
+//! `nr_woken` per lane): a lane with waiting items and no counted worker gets
+//! a worker of its own CPU, so the handoff stays on the queuing CPU exactly as
+//! in a per-CPU pool. A bound pool is the one-lane case.
 //!
 //! # When work spreads across the pod
 //!
@@ -44,11 +53,20 @@
 //!   not yet scheduled).
 //!
 //! A lagging lane's items are offered to a CPU of the pod where no counted
-//! worker runs: its idle worker is woken (a queue, a chain kick when a worker
-//! starts an item, or the watchdog's tick) and steals from the lagging lane
-//! after finding its own lane empty. Workers steal only from lanes that lag or
-//! that nobody serves, so a short item is never carried off to another CPU
-//! while its own CPU's worker is about to take it.
+//! worker runs, found when a queue, a chain kick (a worker starting an item)
+//! or the watchdog's tick looks. In a laned pool that CPU's idle worker is
+//! woken and steals from the lagging lane once its own is empty. A lane pool
+//! cannot see its partners' state under its lock, so each lane pool publishes
+//! one flag, *lendable* (no counted worker, an idle one), on a cache line of
+//! its own, written only when it changes; a lagging lane pool that sees a
+//! partner's flag asks it, after dropping its own lock, to lend a worker
+//! (`lend_to`, one lock at a time). The lent worker attaches to the lagging
+//! pool as a *guest*, the way a rescuer does: a worker slot there, so that
+//! pool's busy table keeps every item off two threads at once and its pwqs
+//! count the items, and not counted in its `nr_running`. It runs items while
+//! the lane lags or nobody serves it, then goes home. Nobody steals from a
+//! lane that neither lags nor lacks a worker, so a short item is never
+//! carried off to another CPU while its own CPU's worker is about to take it.
 //!
 //! # What it costs
 //!
@@ -58,14 +76,14 @@
 //! case where `slow` can change a decision). A queuer that finds its lane
 //! served and another CPU free notes the lane's `started` count with the time
 //! once, and calls the lane lagging when a later look finds the same count a
-//! threshold later. A pool with one lane (bound pools, one-CPU pods) never
-//! reads the clock nor `sched_getcpu`.
+//! threshold later. A pool with one lane and no partners (bound pools,
+//! one-CPU pods) never reads the clock nor `sched_getcpu`.
 //!
-//! Everything else is the pool's and unchanged: one lock, the pwqs with their
-//! flush colours and `max_active`, the busy table (an item whose previous
-//! cycle still runs goes to that worker's `scheduled` list, wherever it was
-//! queued), rescuers, the manager. A lane only decides *which* worker runs an
-//! item and on which CPU.
+//! Everything else is the pool's and unchanged: the pwqs with their flush
+//! colours and `max_active` (the node budget spans a pod's lane pools as it
+//! spans pods), the busy table (an item whose previous cycle still runs goes
+//! to that worker's `scheduled` list, wherever it was queued), rescuers, the
+//! manager. A lane only decides *which* worker runs an item and on which CPU.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
