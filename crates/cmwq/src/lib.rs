@@ -45,7 +45,7 @@ pub use error::Error;
 pub use params::check_env;
 pub use pool::{
     BlockingGuard, DFL_SPREAD_THRESH, PoolCounts, WakeMode, blocking, debug_fail_worker_creation,
-    set_idle_timeout, set_spread_thresh, spread_thresh,
+    debug_kill_next_worker, set_idle_timeout, set_spread_thresh, spread_thresh,
 };
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::{Snapshot, snapshot};
@@ -56,6 +56,6 @@ pub use watchdog::{
 pub use work::Work;
 pub use workqueue::{
     DFL_ACTIVE, DelayedWork, MAX_ACTIVE, MIN_ACTIVE, UnboundConcurrency, Workqueue,
-    WorkqueueBuilder, WorkqueueStats, WqAttrs, WqFlags, set_panic_hook, system, system_highpri,
-    system_long, system_unbound, workqueue_names,
+    WorkqueueBuilder, WorkqueueStats, WqAttrs, WqFlags, panic_reports_failed, set_panic_hook,
+    system, system_highpri, system_long, system_unbound, workqueue_names,
 };

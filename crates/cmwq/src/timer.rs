@@ -55,8 +55,17 @@ fn key(w: &Arc<WorkInner>) -> usize {
     Arc::as_ptr(w) as usize
 }
 
+/// The longest delay honoured: about 34,800 years. Longer ones (up to
+/// `Duration::MAX`) are cut to it, since a deadline past what `Instant` can
+/// hold would overflow; the item stays armed and can be cancelled as usual.
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(1 << 40);
+
 /// Arms the timer of a claimed item.
 pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, delay: Duration) {
+    let now = Instant::now();
+    let at = now
+        .checked_add(delay.min(MAX_DELAY))
+        .unwrap_or(now + Duration::from_secs(1 << 30));
     let t = timer();
     let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
     s.seq += 1;
@@ -71,7 +80,7 @@ pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, 
             cpu,
         },
     );
-    s.heap.push(Reverse((Instant::now() + delay, seq, k)));
+    s.heap.push(Reverse((at, seq, k)));
     drop(s);
     t.cv.notify_one();
 }

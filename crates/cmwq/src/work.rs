@@ -84,7 +84,9 @@ impl WorkInner {
     }
 
     /// Waits until every cycle queued so far has ended; true if it had to wait.
-    pub(crate) fn wait_cycles(&self) -> bool {
+    /// `call` names the public call, for the self-wait panic.
+    pub(crate) fn wait_cycles(&self, call: &str) -> bool {
+        self.refuse_self_wait(call);
         let target = self.queued.load(Ordering::SeqCst);
         if self.done.load(Ordering::SeqCst) >= target {
             return false;
@@ -99,6 +101,20 @@ impl WorkInner {
         drop(g);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         true
+    }
+
+    /// Waiting for this item from its own callback would never end (the cycle
+    /// that waits is one of those waited for): panic with the call and the
+    /// queue instead of hanging, as the kernel's `check_flush_dependency` and
+    /// lockdep report it. The worker survives the panic (it is the item's).
+    fn refuse_self_wait(&self, call: &str) {
+        if crate::pool::current_work_addr() == self as *const WorkInner as usize {
+            let wq = crate::workqueue::current_wq_name().unwrap_or_else(|| "?".into());
+            panic!(
+                "cmwq: {call} called from the work item it waits for (on workqueue {wq:?}): \
+                 it would wait for itself forever"
+            );
+        }
     }
 
     fn disable_inc(&self) {
@@ -191,8 +207,12 @@ impl Work {
 
     /// Waits until the last queued instance has finished running (`flush_work`).
     /// Returns false if there was nothing to wait for.
+    ///
+    /// # Panics
+    ///
+    /// When called from this item's own callback, which would wait for itself.
     pub fn flush(&self) -> bool {
-        self.0.wait_cycles()
+        self.0.wait_cycles("Work::flush")
     }
 
     /// Takes the item off its queue if it is pending (`cancel_work`); does not wait
@@ -203,11 +223,15 @@ impl Work {
 
     /// Cancels a pending instance and waits for a running one (`cancel_work_sync`).
     /// While it runs, queueing the item returns false. Returns whether it was pending.
-    /// Must not be called from the item's own callback (it would wait for itself).
+    ///
+    /// # Panics
+    ///
+    /// When called from this item's own callback, which would wait for itself.
     pub fn cancel_sync(&self) -> bool {
+        self.0.refuse_self_wait("Work::cancel_sync");
         self.0.disable_inc();
         let was = self.0.grab_pending();
-        self.0.wait_cycles();
+        self.0.wait_cycles("Work::cancel_sync");
         self.0.disable_dec();
         was
     }
@@ -220,9 +244,14 @@ impl Work {
     }
 
     /// Like [`disable`](Self::disable), then waits for a running instance.
+    ///
+    /// # Panics
+    ///
+    /// When called from this item's own callback, which would wait for itself.
     pub fn disable_sync(&self) -> bool {
+        self.0.refuse_self_wait("Work::disable_sync");
         let was = self.disable();
-        self.0.wait_cycles();
+        self.0.wait_cycles("Work::disable_sync");
         was
     }
 

@@ -1415,6 +1415,11 @@ impl Workqueue {
         if !dw.work.0.try_claim() {
             return false;
         }
+        self.queue_delayed_claimed(dw, delay)
+    }
+
+    /// `queue_delayed` once PENDING is ours: false if a draining queue refused it.
+    fn queue_delayed_claimed(&self, dw: &DelayedWork, delay: Duration) -> bool {
         if delay.is_zero() {
             self.inner.queue_claimed(&dw.work.0, None, false)
         } else if self.inner.refuses_outsiders() {
@@ -1435,25 +1440,52 @@ impl Workqueue {
         let mut was = false;
         loop {
             was |= dw.work.0.grab_pending();
-            if self.queue_delayed(dw, delay) {
+            if dw.work.0.try_claim() {
+                // Ours now: armed, queued, or refused by a draining queue
+                // (counted as rejected); never retried, so never a spin.
+                self.queue_delayed_claimed(dw, delay);
                 return was;
             }
             if dw.work.is_disabled() {
                 return was;
             }
+            // Another thread queued it between the grab and the claim:
+            // grab that cycle too (`try_to_grab_pending`'s -EAGAIN).
+            std::thread::yield_now();
         }
     }
 
     /// Waits until every item queued before the call has finished (`flush_workqueue`).
+    ///
+    /// # Panics
+    ///
+    /// When called from a work item of this workqueue, which would wait for
+    /// itself (the kernel warns through `check_flush_dependency`).
     pub fn flush(&self) {
+        self.refuse_self_wait("Workqueue::flush");
         self.inner.flush();
     }
 
     /// Waits until the workqueue is empty (`drain_workqueue`). While draining,
     /// only its own items may queue more work to it; other queue attempts return
     /// false and are counted as rejected.
+    ///
+    /// # Panics
+    ///
+    /// When called from a work item of this workqueue, which would wait for itself.
     pub fn drain(&self) {
+        self.refuse_self_wait("Workqueue::drain");
         self.inner.drain();
+    }
+
+    fn refuse_self_wait(&self, call: &str) {
+        if pool::current_wq_addr() == Arc::as_ptr(&self.inner) as usize {
+            panic!(
+                "cmwq: {call} called from a work item of workqueue {:?}: it would wait \
+                 for itself forever",
+                self.inner.name
+            );
+        }
     }
 
     /// Stops activating new items (`FREEZABLE` only) and waits for the running
@@ -1773,21 +1805,62 @@ type PanicHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
 static PANIC_HOOK: RwLock<Option<PanicHook>> = RwLock::new(None);
 
 /// Sets what happens when a work item panics: `hook(workqueue name, message)`.
-/// The default prints a line to stderr. The worker survives either way.
+/// The default prints a line to stderr. The worker survives either way: a
+/// hook that panics itself, a write to a closed stderr or a payload whose
+/// `Drop` panics is caught too (and counted, see [`panic_reports_failed`]).
+///
+/// ```
+/// cmwq::set_panic_hook(|wq, msg| eprintln!("[{wq}] {msg}"));
+/// ```
 pub fn set_panic_hook(hook: impl Fn(&str, &str) + Send + Sync + 'static) {
     *PANIC_HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
 }
 
-pub(crate) fn report_panic(wq: &str, payload: &(dyn Any + Send)) {
+static REPORTS_FAILED: AtomicU64 = AtomicU64::new(0);
+
+/// How many panics of work items could not be reported: the panic hook
+/// panicked, or dropping the panic's payload did. The items still completed.
+pub fn panic_reports_failed() -> u64 {
+    REPORTS_FAILED.load(Ordering::Relaxed)
+}
+
+/// Reports a work item's panic. Nothing here may unwind into the worker: the
+/// hook runs under `catch_unwind`, the default line is written with an error
+/// that is ignored (`eprintln!` panics on a closed stderr), and the payload is
+/// dropped under `catch_unwind` too. A panic that escapes any of these is
+/// leaked rather than dropped, since dropping it could panic again.
+/// The name of the workqueue whose item the calling worker runs.
+pub(crate) fn current_wq_name() -> Option<String> {
+    let addr = pool::current_wq_addr();
+    registered()
+        .into_iter()
+        .find(|w| Arc::as_ptr(w) as usize == addr)
+        .map(|w| w.name.clone())
+}
+
+pub(crate) fn report_panic(wq: &str, payload: Box<dyn Any + Send>) {
     let msg = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".into());
     let hook = PANIC_HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
-    match hook {
+    let reported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &hook {
         Some(h) => h(wq, &msg),
-        None => eprintln!("cmwq: a work item on workqueue {wq:?} panicked: {msg}"),
+        None => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "cmwq: a work item on workqueue {wq:?} panicked: {msg}"
+            );
+        }
+    }));
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
+    for r in [reported, dropped] {
+        if let Err(p) = r {
+            REPORTS_FAILED.fetch_add(1, Ordering::Relaxed);
+            std::mem::forget(p);
+        }
     }
 }
 

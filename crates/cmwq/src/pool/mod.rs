@@ -148,6 +148,7 @@ struct WorkerSlot {
     /// The busy table: what this worker executes now.
     current: Option<Arc<WorkInner>>,
     current_pwq: u32,
+    current_color: u8,
     /// Items that must run on this worker (re-queued while it runs them).
     scheduled: VecDeque<Item>,
     /// Out of `nr_running` while nonzero: `BLOCKED_*` bits.
@@ -178,6 +179,7 @@ impl WorkerSlot {
             state: WState::Exited,
             current: None,
             current_pwq: 0,
+            current_color: 0,
             scheduled: VecDeque::new(),
             blocked: 0,
             tid: 0,
@@ -297,6 +299,8 @@ pub(crate) struct Pool {
     pub create_failed: AtomicU64,
     /// Workers that could not take the pool's priority.
     pub prio_failed: AtomicU64,
+    /// Worker threads that died outside every `catch_unwind` (and were replaced).
+    pub workers_lost: AtomicU64,
 }
 
 /// [`Pool::lendable`] on a cache line of its own: the other CPUs of the pod
@@ -328,6 +332,8 @@ pub struct PoolCounts {
     pub stolen: u64,
     /// Workers woken on an idle CPU of the pod to help a lagging one.
     pub spread: u64,
+    /// Worker threads that died outside every `catch_unwind` and were replaced.
+    pub workers_lost: u64,
 }
 
 /// A wakeup decided under the pool lock, done after it is dropped.
@@ -678,6 +684,8 @@ thread_local! {
     static WORKER: std::cell::Cell<Option<(u32, usize)>> = const { std::cell::Cell::new(None) };
     /// Address of the workqueue whose item the calling worker runs (0: none).
     static CURRENT_WQ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Address of the work item the calling worker runs (0: none).
+    static CURRENT_WORK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Sets how long surplus idle workers linger before they exit (kernel: 300 s).
@@ -701,6 +709,21 @@ pub(crate) fn get_pool(id: u32) -> Option<&'static Pool> {
 /// Address of the workqueue whose item the calling thread runs, if it is a worker.
 pub(crate) fn current_wq_addr() -> usize {
     CURRENT_WQ.with(|c| c.get())
+}
+
+/// Address of the work item the calling thread runs, if it is a worker.
+pub(crate) fn current_work_addr() -> usize {
+    CURRENT_WORK.with(|c| c.get())
+}
+
+static DEBUG_KILL_WORKER: AtomicBool = AtomicBool::new(false);
+
+/// Test hook: the next worker to finish an item panics outside every
+/// `catch_unwind`, with the item's accounting not done (a bug in the engine
+/// would look like that). The pool must recover: see [`Pool::worker_died`].
+#[doc(hidden)]
+pub fn debug_kill_next_worker() {
+    DEBUG_KILL_WORKER.store(true, Ordering::Relaxed);
 }
 
 fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
@@ -743,6 +766,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
         lendable: Lendable::default(),
         create_failed: AtomicU64::new(0),
         prio_failed: AtomicU64::new(0),
+        workers_lost: AtomicU64::new(0),
     }));
     let _ = POOLS[id as usize].set(pool);
     watchdog::ensure_started();
@@ -1340,6 +1364,7 @@ impl Pool {
             local: g.lanes.iter().map(|l| l.stats.local).sum(),
             stolen: g.lanes.iter().map(|l| l.stats.stolen).sum(),
             spread: g.lanes.iter().map(|l| l.stats.spread).sum(),
+            workers_lost: self.workers_lost.load(Ordering::Relaxed),
         }
     }
 }
@@ -1565,6 +1590,11 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         pool.prio_failed.fetch_add(1, Ordering::Relaxed);
     }
     let mut wq_cache: Option<Arc<WqInner>> = None;
+    let mut exit = WorkerExit {
+        pool,
+        me,
+        busy: false,
+    };
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].tid = sched::gettid();
@@ -1628,6 +1658,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         }
         pool.update_lendable(&g);
         watchdog::busy_enter();
+        exit.busy = true;
         loop {
             let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
                 it
@@ -1649,6 +1680,80 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         }
         g.lanes[h].worker_left();
         watchdog::busy_exit();
+        exit.busy = false;
+    }
+}
+
+/// Puts the pool in order if its worker thread unwinds: a panic outside every
+/// `catch_unwind` (a bug in the engine) must not leave a slot that counts as
+/// running, an item whose cycle never ends, or a pool with nobody to run it.
+struct WorkerExit {
+    pool: &'static Pool,
+    me: usize,
+    /// Inside the busy section: counted in `nr_running` unless blocked, and
+    /// in the watchdog's `BUSY`.
+    busy: bool,
+}
+
+impl Drop for WorkerExit {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.pool.worker_died(self.me, self.busy);
+        }
+    }
+}
+
+impl Pool {
+    /// A worker thread died (see [`WorkerExit`]). Its item, if it had one,
+    /// completes as panicked (flushers and `cancel_sync` are released), its
+    /// `scheduled` items go back on their lanes, it leaves every count, and a
+    /// worker is woken or started for what waits. Counted in `workers_lost`.
+    fn worker_died(&'static self, me: usize, busy: bool) {
+        self.workers_lost.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.lock();
+        let h = g.workers[me].lane;
+        match g.workers[me].state {
+            WState::Idle => g.leave_idle(me),
+            WState::Woken => g.lanes[h].nr_woken -= 1,
+            _ => {}
+        }
+        if busy {
+            if self.managed && g.workers[me].blocked == 0 {
+                g.lanes[h].nr_running -= 1;
+            }
+            g.lanes[h].worker_left();
+            watchdog::busy_exit();
+        }
+        let mut post = Post::default();
+        let unfinished = g.workers[me].current.take();
+        if unfinished.is_some() {
+            let slot = g.workers[me].current_pwq;
+            let color = g.workers[me].current_color;
+            let st = &mut g.pwqs[slot as usize].stats;
+            st.completed += 1;
+            st.panics += 1;
+            g.progress += 1;
+            self.dec_in_flight(&mut g, slot, color, true, &mut post);
+        }
+        for it in std::mem::take(&mut g.workers[me].scheduled) {
+            g.push_active(it);
+        }
+        let w = &mut g.workers[me];
+        w.state = WState::Exited;
+        w.thread = None;
+        w.tid = 0;
+        w.blocked = 0;
+        g.nr_workers -= 1;
+        post.wake = g.kick(h, self.cap);
+        if post.wake.is_none() && g.need_more_worker(self.cap) && !g.manager_active {
+            g = self.create_worker(g, h);
+        }
+        self.update_lendable(&g);
+        drop(g);
+        if let Some(work) = unfinished {
+            work.finish_cycle();
+        }
+        post.run(self);
     }
 }
 
@@ -1675,6 +1780,7 @@ fn process_one_work<'a>(
     }
     g.workers[me].current = Some(item.work.clone());
     g.workers[me].current_pwq = item.pwq;
+    g.workers[me].current_color = item.color;
     g.workers[me].seq += 1;
     item.work.clear_pending();
     let managed = pool.managed && counted;
@@ -1696,11 +1802,17 @@ fn process_one_work<'a>(
     unlock_wake(pool, g, wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT_WQ.with(|c| c.set(wq_addr));
+    CURRENT_WORK.with(|c| c.set(Arc::as_ptr(&item.work) as usize));
     let res = catch_unwind(AssertUnwindSafe(|| (item.work.func)()));
     CURRENT_WQ.with(|c| c.set(0));
+    CURRENT_WORK.with(|c| c.set(0));
     let panicked = res.is_err();
     if let Err(payload) = res {
-        crate::workqueue::report_panic(&wq.name, payload.as_ref());
+        crate::workqueue::report_panic(&wq.name, payload);
+    }
+    if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
+    {
+        panic!("cmwq: test hook: this worker dies with its item unfinished");
     }
     let mut g = pool.lock();
     let st = &mut g.pwqs[item.pwq as usize].stats;
