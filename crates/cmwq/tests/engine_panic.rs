@@ -188,18 +188,30 @@ fn self_wait(name: &str, ordered: bool, call: fn(&Workqueue, &Work)) -> String {
 #[test]
 fn self_waits_panic_with_the_call_and_the_queue() {
     let _s = serial();
-    let cases: [(&str, bool, fn(&Workqueue, &Work), &str); 6] = [
-        ("sw_flush", false, |_, w| drop(w.flush()), "Work::flush"),
+    type Call = fn(&Workqueue, &Work);
+    let cases: [(&str, bool, Call, &str); 6] = [
+        (
+            "sw_flush",
+            false,
+            |_, w| {
+                let _ = w.flush();
+            },
+            "Work::flush",
+        ),
         (
             "sw_cancel",
             false,
-            |_, w| drop(w.cancel_sync()),
+            |_, w| {
+                let _ = w.cancel_sync();
+            },
             "Work::cancel_sync",
         ),
         (
             "sw_disable",
             false,
-            |_, w| drop(w.disable_sync()),
+            |_, w| {
+                let _ = w.disable_sync();
+            },
             "Work::disable_sync",
         ),
         ("sw_wq_flush", false, |q, _| q.flush(), "Workqueue::flush"),
