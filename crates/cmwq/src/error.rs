@@ -49,6 +49,9 @@ pub enum Error {
     },
     /// A nice value outside −20..=19.
     InvalidNice(i32),
+    /// A `cache_shard` shard of 0 cores (every place that takes a shard size
+    /// refuses 0: the builder, the live setter, `CMWQ_CACHE_SHARD_SIZE`, the CLI).
+    InvalidCacheShardSize(usize),
     /// An environment variable holds a value that does not parse.
     BadEnv {
         /// The variable.
@@ -107,6 +110,9 @@ impl fmt::Display for Error {
                 "cannot run workers at {wanted}: {reason}; ask for priority_fallback(true) to run at the best allowed priority"
             ),
             Error::InvalidNice(n) => write!(f, "nice {n} is out of range (-20..=19)"),
+            Error::InvalidCacheShardSize(n) => {
+                write!(f, "cache_shard_size {n}: a shard needs at least 1 core")
+            }
             Error::BadEnv {
                 var,
                 value,

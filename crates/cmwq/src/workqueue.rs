@@ -912,6 +912,26 @@ impl WorkqueueBuilder {
             Some(n) => n,
         };
         let unbound = self.flags.contains(WqFlags::UNBOUND);
+        // The attributes of unbound queues, refused on a bound one as the live
+        // setters refuse them (rather than silently ignored).
+        if !unbound {
+            let set = [
+                ("cpumask", self.cpumask.is_some()),
+                ("nice", self.nice.is_some()),
+                ("affinity_scope", self.scope.is_some()),
+                ("affinity_strict", self.strict),
+                ("cache_shard_size", self.cache_shard_size.is_some()),
+            ];
+            if let Some((attr, _)) = set.iter().find(|(_, on)| *on) {
+                return Err(Error::NotUnbound {
+                    name: self.name.clone(),
+                    attr,
+                });
+            }
+        }
+        if self.cache_shard_size == Some(0) {
+            return Err(Error::InvalidCacheShardSize(0));
+        }
         let params = crate::params::params()?;
         if params.control {
             crate::control::autostart();
@@ -1714,8 +1734,11 @@ impl Workqueue {
 
     /// Changes the `cache_shard` shard size of an unbound queue, live.
     pub fn set_cache_shard_size(&self, n: usize) -> Result<(), Error> {
+        if n == 0 {
+            return Err(Error::InvalidCacheShardSize(0));
+        }
         self.named(
-            self.inner.apply(|a| a.cache_shard_size = n.max(1)),
+            self.inner.apply(|a| a.cache_shard_size = n),
             "cache_shard_size",
         )
     }

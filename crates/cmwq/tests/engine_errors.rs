@@ -297,3 +297,60 @@ fn mem_reclaim_progress_without_new_workers() {
         "MEM_RECLAIM queue made no progress while no worker could be created (no rescuer)"
     );
 }
+
+#[test]
+fn unbound_attributes_on_a_bound_queue_are_refused_as_the_live_setters_refuse_them() {
+    let _s = serial();
+    type Set = fn(cmwq::WorkqueueBuilder) -> cmwq::WorkqueueBuilder;
+    let cases: [(&str, Set); 4] = [
+        ("cpumask", |b| b.cpumask(&[0])),
+        ("nice", |b| b.nice(5)),
+        ("affinity_scope", |b| {
+            b.affinity_scope(cmwq::topology::Scope::Cpu)
+        }),
+        ("cache_shard_size", |b| b.cache_shard_size(4)),
+    ];
+    for (attr, set) in cases {
+        let e = set(Workqueue::builder("err-bound-attr"))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            Error::NotUnbound {
+                name: "err-bound-attr".into(),
+                attr
+            }
+        );
+        assert!(e.to_string().contains(attr), "{e}");
+    }
+    // The live setter says the same.
+    let wq = Workqueue::builder("err-bound-live").build().unwrap();
+    assert!(matches!(
+        wq.set_nice(5),
+        Err(Error::NotUnbound { attr: "nice", .. })
+    ));
+}
+
+#[test]
+fn a_cache_shard_of_zero_cores_is_refused_everywhere() {
+    let _s = serial();
+    let e = Workqueue::builder("err-shard0")
+        .unbound()
+        .cache_shard_size(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(e, Error::InvalidCacheShardSize(0));
+    assert!(e.to_string().contains("cache_shard_size 0"), "{e}");
+    let wq = Workqueue::builder("err-shard0-live")
+        .unbound()
+        .build()
+        .unwrap();
+    assert_eq!(
+        wq.set_cache_shard_size(0),
+        Err(Error::InvalidCacheShardSize(0))
+    );
+    assert_eq!(
+        wq.attrs().cache_shard_size,
+        cmwq::topology::DEFAULT_CACHE_SHARD_SIZE
+    );
+}
