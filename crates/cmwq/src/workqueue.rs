@@ -180,9 +180,10 @@ struct Pwqs {
     all: Vec<PwqRef>,
     /// Topology CPU ids that route work (the online CPUs of the cpumask or machine).
     route_cpus: Vec<usize>,
-    /// Per real CPU: this workqueue's pwq in the lane pool of that CPU, when
-    /// the CPU is a lane of exactly one pod (`Some(None)`: of several).
-    lane: Vec<Option<Option<PwqRef>>>,
+    /// Per real CPU: this workqueue's pwq in the lane pool of that CPU and
+    /// its NUMA node, when the CPU is a lane of one pod, or of pods sharing
+    /// the lane pools and the node (`Some(None)`: of several otherwise).
+    lane: Vec<Option<Option<(PwqRef, usize)>>>,
 }
 
 impl Pwqs {
@@ -250,7 +251,7 @@ impl PwqMap {
         }
         for (i, a) in self.lane.iter().enumerate() {
             let r = tab.lane.get(i).copied().flatten().flatten();
-            a.store(Self::encode(r), Ordering::Release);
+            a.store(Self::encode(r.map(|(r, _)| r)), Ordering::Release);
         }
         // A bound queue has no default pwq: a CPU without one uses the first CPU's.
         let dfl = tab.dfl.or_else(|| tab.all.first().copied());
@@ -1182,11 +1183,15 @@ impl WqInner {
                     tab.cpu[c] = Some(refs[i]);
                 }
                 for (&r, &lane) in pod_real.iter().zip(&refs) {
-                    // A real CPU in two pods of different CPU sets (an odd
-                    // fold) has no lane of its own: route by the target CPU.
+                    // A real CPU that is a lane of two pods of other CPU
+                    // sets, or of two NUMA nodes (folded topologies), has no
+                    // lane of its own: such items go by the target CPU, so
+                    // each node's `max_active` budget stays its own.
                     match &mut tab.lane[r] {
-                        slot @ None => *slot = Some(Some(lane)),
-                        Some(Some(old)) if !std::ptr::eq(old.pool, lane.pool) => {
+                        slot @ None => *slot = Some(Some((lane, node))),
+                        Some(Some((old, n)))
+                            if !std::ptr::eq(old.pool, lane.pool) || *n != node =>
+                        {
                             tab.lane[r] = Some(None)
                         }
                         _ => {}

@@ -102,7 +102,13 @@ fn closed_stderr_child() {
 fn a_closed_stderr_does_not_kill_the_worker() {
     let _s = serial();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "closed_stderr_child", "--test-threads", "1", "--nocapture"])
+        .args([
+            "--exact",
+            "closed_stderr_child",
+            "--test-threads",
+            "1",
+            "--nocapture",
+        ])
         .env("CMWQ_TEST_CLOSED_STDERR", "1")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

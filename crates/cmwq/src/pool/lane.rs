@@ -149,6 +149,9 @@ pub(crate) struct Lane {
     /// Workers picked for this lane and not yet running: they count against
     /// the cap, so a burst of queueing wakes one worker, not one per item.
     pub nr_woken: usize,
+    /// Workers of this lane away helping a lagging lane pool of the pod: they
+    /// run on this CPU, so they count against the cap too.
+    pub nr_lent: usize,
     /// Items begun by this lane's counted workers.
     pub started: u64,
     /// When a queuer first saw `started` at its value (see the module docs).
@@ -190,6 +193,7 @@ impl Lane {
             idle: Vec::new(),
             nr_running: 0,
             nr_woken: 0,
+            nr_lent: 0,
             started: 0,
             seen: None,
             slow: false,
@@ -205,9 +209,10 @@ impl Lane {
         !self.worklist.is_empty()
     }
 
-    /// Fewer counted or coming workers than the cap: the CPU can take a worker.
+    /// Fewer counted, coming or lent workers than the cap: the CPU can take
+    /// a worker.
     pub(crate) fn free(&self, cap: usize) -> bool {
-        self.nr_running + self.nr_woken < cap
+        self.nr_running + self.nr_woken + self.nr_lent < cap
     }
 
     /// Items wait and no worker serves them (`need_more_worker`, per lane).

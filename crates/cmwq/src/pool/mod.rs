@@ -486,7 +486,12 @@ impl PoolInner {
             .map(|k| (hint + k) % n)
             .find(|&d| self.lanes[d].unserved(cap))
         {
-            return self.wake_for(d, false);
+            let w = self.wake_for(d, false);
+            if w.is_none() && !self.partners.is_empty() {
+                // A lane pool with nobody idle: a partner may lend one.
+                return Some(Wake::Spread);
+            }
+            return w;
         }
         if n > 1 && self.lanes[hint].has_work() {
             let mut now = LazyNow::default();
@@ -652,13 +657,14 @@ impl PoolInner {
 fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wake: Option<Wake>) {
     pool.update_lendable(&g);
     match pool.attrs.wake {
-        WakeMode::UnderLock => {
+        // A spread takes a partner's lock: never while holding ours.
+        WakeMode::UnderLock if !matches!(wake, Some(Wake::Spread)) => {
             if let Some(w) = wake {
                 w.run(pool);
             }
             drop(g);
         }
-        WakeMode::Deferred => {
+        _ => {
             drop(g);
             if let Some(w) = wake {
                 w.run(pool);
@@ -911,11 +917,16 @@ impl Pool {
     pub(crate) fn host_guest(&'static self) -> u64 {
         let mut g = self.lock();
         let idx = Self::attach_borrowed(&mut g, WState::Guest);
+        let guard = BorrowedExit { pool: self, idx };
         let mut cache = None;
         let mut ran = 0;
         loop {
             let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
                 it
+            } else if ran >= GUEST_BATCH as u64 {
+                // Home may have work by now: go and look; if this lane
+                // still lags, it asks again.
+                break;
             } else if g.lanes[0].stealable(self.cap, &mut LazyNow::default()) {
                 g.lanes[0].stats.stolen += 1;
                 g.lanes[0].pop().expect("stealable lane has work")
@@ -929,6 +940,7 @@ impl Pool {
             g = process_one_work(self, idx, g, item, &mut cache, false);
             ran += 1;
         }
+        std::mem::forget(guard);
         Self::detach_borrowed(&mut g, idx);
         self.update_lendable(&g);
         ran
@@ -1302,6 +1314,7 @@ impl Pool {
         let mut post = Post::default();
         self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);
         post.wake = g.kick(usize::from(item.lane), self.cap);
+        self.update_lendable(&g);
         drop(g);
         work.finish_cycle();
         post.run(self);
@@ -1371,6 +1384,10 @@ impl Pool {
 
 /// Items a rescuer runs from one pwq before it looks at the next (the kernel's batch).
 pub(crate) const RESCUE_BATCH: usize = 16;
+
+/// Items a lent worker takes from a lagging lane pool before it goes home to
+/// look at its own lane (it is lent again if the lane still lags).
+pub(crate) const GUEST_BATCH: usize = 16;
 
 impl Pool {
     /// One watchdog tick over this pool: CPU time accounting, the CPU-intensive
@@ -1489,6 +1506,7 @@ impl Pool {
         } else {
             g.starving_since = None;
         }
+        self.update_lendable(&g);
         drop(g);
         for w in wake {
             w.run(self);
@@ -1513,6 +1531,7 @@ impl Pool {
             return false;
         }
         let idx = Self::attach_borrowed(&mut g, WState::Rescuer);
+        let guard = BorrowedExit { pool: self, idx };
         let mut cache = None;
         let mut done = 0;
         loop {
@@ -1530,6 +1549,7 @@ impl Pool {
             g = process_one_work(self, idx, g, item, &mut cache, false);
             done += 1;
         }
+        std::mem::forget(guard);
         Self::detach_borrowed(&mut g, idx);
         g.waiting().any(|it| it.pwq == slot) && g.starving(self.cap)
     }
@@ -1594,6 +1614,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         pool,
         me,
         busy: false,
+        lent: false,
     };
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
@@ -1615,6 +1636,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                     g.workers[me].state = WState::Exited;
                     g.workers[me].thread = None;
                     g.nr_workers -= 1;
+                    pool.update_lendable(&g);
                     return;
                 }
                 drop(g);
@@ -1637,13 +1659,22 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         }
         g.workers[me].state = WState::Running;
         if let Some(to) = g.workers[me].guest_for.take() {
-            // Lent to a lagging lane pool of the pod: help there, then come back.
-            pool.update_lendable(&g);
-            drop(g);
-            let ran = to.host_guest();
-            g = pool.lock();
+            // Lent to a lagging lane pool of the pod: help there, then come
+            // back; unless work arrived at home meanwhile, which comes first.
             let h = g.workers[me].lane;
-            g.lanes[h].stats.stole += ran;
+            if !g.work_for(h, pool.cap) {
+                g.lanes[h].nr_lent += 1;
+                pool.update_lendable(&g);
+                drop(g);
+                exit.lent = true;
+                watchdog::busy_enter();
+                let ran = to.host_guest();
+                watchdog::busy_exit();
+                exit.lent = false;
+                g = pool.lock();
+                g.lanes[h].nr_lent -= 1;
+                g.lanes[h].stats.stole += ran;
+            }
         }
         let h = g.workers[me].lane;
         if !g.work_for(h, pool.cap) && g.workers[me].scheduled.is_empty() {
@@ -1693,12 +1724,37 @@ struct WorkerExit {
     /// Inside the busy section: counted in `nr_running` unless blocked, and
     /// in the watchdog's `BUSY`.
     busy: bool,
+    /// Away as a guest: counted in its lane's `nr_lent` and in `BUSY`.
+    lent: bool,
 }
 
 impl Drop for WorkerExit {
     fn drop(&mut self) {
         if thread::panicking() {
-            self.pool.worker_died(self.me, self.busy);
+            self.pool.worker_died(self.me, self.busy, self.lent);
+        }
+    }
+}
+
+/// The same for a thread attached to a pool from outside (a rescuer, a
+/// guest): its slot there is given up, its item completes as panicked.
+struct BorrowedExit {
+    pool: &'static Pool,
+    idx: usize,
+}
+
+impl Drop for BorrowedExit {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            let mut g = self.pool.lock();
+            let (unfinished, post) = self.pool.abandon_slot(&mut g, self.idx);
+            Pool::detach_borrowed(&mut g, self.idx);
+            self.pool.update_lendable(&g);
+            drop(g);
+            if let Some(work) = unfinished {
+                work.finish_cycle();
+            }
+            post.run(self.pool);
         }
     }
 }
@@ -1708,10 +1764,14 @@ impl Pool {
     /// completes as panicked (flushers and `cancel_sync` are released), its
     /// `scheduled` items go back on their lanes, it leaves every count, and a
     /// worker is woken or started for what waits. Counted in `workers_lost`.
-    fn worker_died(&'static self, me: usize, busy: bool) {
+    fn worker_died(&'static self, me: usize, busy: bool, lent: bool) {
         self.workers_lost.fetch_add(1, Ordering::Relaxed);
         let mut g = self.lock();
         let h = g.workers[me].lane;
+        if lent {
+            g.lanes[h].nr_lent -= 1;
+            watchdog::busy_exit();
+        }
         match g.workers[me].state {
             WState::Idle => g.leave_idle(me),
             WState::Woken => g.lanes[h].nr_woken -= 1,
@@ -1724,27 +1784,16 @@ impl Pool {
             g.lanes[h].worker_left();
             watchdog::busy_exit();
         }
-        let mut post = Post::default();
-        let unfinished = g.workers[me].current.take();
-        if unfinished.is_some() {
-            let slot = g.workers[me].current_pwq;
-            let color = g.workers[me].current_color;
-            let st = &mut g.pwqs[slot as usize].stats;
-            st.completed += 1;
-            st.panics += 1;
-            g.progress += 1;
-            self.dec_in_flight(&mut g, slot, color, true, &mut post);
-        }
-        for it in std::mem::take(&mut g.workers[me].scheduled) {
-            g.push_active(it);
-        }
+        let (unfinished, mut post) = self.abandon_slot(&mut g, me);
         let w = &mut g.workers[me];
         w.state = WState::Exited;
         w.thread = None;
         w.tid = 0;
         w.blocked = 0;
         g.nr_workers -= 1;
-        post.wake = g.kick(h, self.cap);
+        if post.wake.is_none() {
+            post.wake = g.kick(h, self.cap);
+        }
         if post.wake.is_none() && g.need_more_worker(self.cap) && !g.manager_active {
             g = self.create_worker(g, h);
         }
@@ -1754,6 +1803,35 @@ impl Pool {
             work.finish_cycle();
         }
         post.run(self);
+    }
+}
+
+impl Pool {
+    /// Gives up what slot `idx` held: its current item completes as panicked
+    /// (its pwq's counts, flushers, the item's cycle once the caller calls
+    /// `finish_cycle` on what is returned), and its `scheduled` items go back
+    /// on their lanes, with a worker kicked for them.
+    fn abandon_slot(&self, g: &mut PoolInner, idx: usize) -> (Option<Arc<WorkInner>>, Post) {
+        let mut post = Post::default();
+        let unfinished = g.workers[idx].current.take();
+        if unfinished.is_some() {
+            let slot = g.workers[idx].current_pwq;
+            let color = g.workers[idx].current_color;
+            let st = &mut g.pwqs[slot as usize].stats;
+            st.completed += 1;
+            st.panics += 1;
+            g.progress += 1;
+            self.dec_in_flight(g, slot, color, true, &mut post);
+        }
+        let mut hint = None;
+        for it in std::mem::take(&mut g.workers[idx].scheduled) {
+            hint = Some(usize::from(it.lane));
+            g.push_active(it);
+        }
+        if let Some(h) = hint {
+            post.wake = g.kick(h, self.cap);
+        }
+        (unfinished, post)
     }
 }
 
@@ -1905,6 +1983,7 @@ impl Drop for BlockingGuard {
         if let Some((pool, me)) = self.slot {
             let mut g = pool.lock();
             g.mark_in(me, BLOCKED_ANNOTATED, true);
+            pool.update_lendable(&g);
         }
     }
 }
