@@ -147,13 +147,26 @@ struct Probe {
 /// `max_active` holds and the locality and stealing paths both ran.
 #[test]
 fn stress_on_a_pod_keeps_every_rule_on_both_paths() {
+    // Managed: a lane pool per CPU, lent workers steal.
+    stress("lanes_stress", 5, cmwq::UnboundConcurrency::PerCpu);
+}
+
+/// The same on one laned pool (the kernel's unmanaged pools, and the default
+/// pool of every unbound queue): workers re-homed, stealing inside the pool.
+#[test]
+fn stress_on_a_laned_pool_keeps_every_rule_on_both_paths() {
+    stress("lanes_stress_um", 12, cmwq::UnboundConcurrency::Unmanaged);
+}
+
+fn stress(name: &str, nice: i32, concurrency: cmwq::UnboundConcurrency) {
     let Some(_) = two_cpus() else { return };
     const MAX_ACTIVE: usize = 3;
-    let wq = Workqueue::builder("lanes_stress")
+    let wq = Workqueue::builder(name)
         .unbound()
         .affinity_scope(Scope::Cache)
-        .nice(5)
+        .nice(nice)
         .max_active(MAX_ACTIVE)
+        .unbound_concurrency(concurrency)
         .build()
         .unwrap();
     let active = Arc::new(AtomicUsize::new(0));
