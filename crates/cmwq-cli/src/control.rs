@@ -88,6 +88,10 @@ pub struct ChildArgs {
     /// Microseconds between rounds of queueing.
     #[arg(long, default_value_t = 500)]
     pub period_us: u64,
+    /// Exit without `control::stop()`, as most programs do: the socket is
+    /// then the exit hook's to remove.
+    #[arg(long)]
+    pub no_stop: bool,
 }
 
 fn snapshot_of(pid: Option<u32>) -> Result<Snapshot, String> {
@@ -746,7 +750,7 @@ pub fn ps(a: PsArgs) -> Result<(), String> {
 /// Runs the hidden `__control-child`: four workqueues with work flowing, the
 /// control endpoint served, "ready <socket>" on stdout; each stdin line
 /// `snapshot` prints the process's own snapshot as one JSON line; EOF or
-/// `exit` ends it.
+/// `exit` ends it (with `--no-stop`, leaving the socket to the exit hook).
 pub fn child(a: ChildArgs) -> Result<(), String> {
     use cmwq::topology::Scope;
     use cmwq::{Work, Workqueue};
@@ -815,6 +819,8 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
     for wq in &wqs {
         wq.flush();
     }
-    control::stop();
+    if !a.no_stop {
+        control::stop();
+    }
     Ok(())
 }

@@ -20,10 +20,17 @@ struct Proc {
 
 impl Proc {
     fn start() -> Proc {
+        Proc::start_with(None, &[])
+    }
+
+    /// A child serving in `dir` (default: a fresh one), with `args` for
+    /// `__control-child`.
+    fn start_with(dir: Option<&std::path::Path>, args: &[&str]) -> Proc {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("ctl");
+        let dir = dir.map_or_else(|| tmp.path().join("ctl"), |d| d.to_path_buf());
         let mut child = Command::new(BIN)
             .arg("__control-child")
+            .args(args)
             .env("CMWQ_CONTROL_DIR", &dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -82,6 +89,18 @@ impl Proc {
     fn dump(&self) -> Snapshot {
         let pid = self.pid.to_string();
         serde_json::from_str(&self.ok(&["dump", "--pid", &pid, "--json"])).unwrap()
+    }
+
+    /// Its socket.
+    fn sock(&self) -> std::path::PathBuf {
+        self.dir.join(format!("{}.sock", self.pid))
+    }
+
+    /// Asks the child to exit and waits for it.
+    fn exit(&mut self) -> std::process::ExitStatus {
+        writeln!(self.stdin, "exit").unwrap();
+        self.stdin.flush().unwrap();
+        self.child.wait().unwrap()
     }
 }
 
@@ -397,8 +416,15 @@ fn cmwq_control_env_starts_the_endpoint_and_ps_prunes_what_is_left() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s: Snapshot = serde_json::from_slice(&o.stdout).unwrap();
     let sock = dir.join(format!("{}.sock", s.pid));
-    assert!(sock.exists(), "CMWQ_CONTROL=1 made {}", sock.display());
-    // That process has exited: its socket is stale until pruned.
+    assert!(dir.is_dir(), "CMWQ_CONTROL=1 served in {}", dir.display());
+    // That process exited normally: the exit hook removed its socket.
+    assert!(!sock.exists(), "{} stayed behind", sock.display());
+    // A process killed by a signal leaves a stale socket until pruned.
+    let mut killed = Proc::start_with(Some(&dir), &[]);
+    let sock = killed.sock();
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    assert!(sock.exists());
     let out = String::from_utf8(run(&["ps"], &[]).stdout).unwrap();
     assert!(out.contains("stale"), "{out}");
     let out = String::from_utf8(run(&["ps", "--prune"], &[]).stdout).unwrap();
@@ -413,4 +439,36 @@ fn cmwq_control_env_starts_the_endpoint_and_ps_prunes_what_is_left() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("CMWQ_CONTROL=\"yes\""), "{e}");
+}
+
+/// The socket of a process that exits normally (without `control::stop()`,
+/// the server living in a static that is never dropped) is removed by the
+/// exit hook; a socket that is not its own, or another process's, is not.
+#[test]
+fn a_normal_exit_removes_the_socket_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ctl");
+    let other = Proc::start_with(Some(&dir), &[]);
+    let mut a = Proc::start_with(Some(&dir), &["--no-stop"]);
+    let sock = a.sock();
+    assert!(sock.exists());
+    assert!(a.exit().success());
+    assert!(!sock.exists(), "{} stayed behind", sock.display());
+    // The other process's socket is still there, and it still answers.
+    assert!(other.sock().exists());
+    assert_eq!(other.dump().pid, other.pid);
+
+    // A socket file at our path that is no longer the one we bound (replaced
+    // meanwhile) is left alone.
+    let mut b = Proc::start_with(Some(&dir), &["--no-stop"]);
+    let sock = b.sock();
+    std::fs::remove_file(&sock).unwrap();
+    let planted = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    assert!(b.exit().success());
+    assert!(
+        sock.exists(),
+        "the exit hook removed a socket it did not bind"
+    );
+    drop(planted);
+    assert!(other.sock().exists());
 }

@@ -25,6 +25,17 @@
 //! (nobody listens: its process exited), and a stopping server removes its
 //! socket only if the file is still the one it bound.
 //!
+//! # The socket outlives nothing
+//!
+//! [`serve()`]'s server lives in a static, and Rust never drops statics, so
+//! without help its socket would stay behind after every normal exit (and
+//! pile up for `cmwq ps --prune`). An `atexit` hook, registered when the
+//! first such server starts, removes the socket at `exit` if the file is
+//! still the one the server bound (same device and inode), and only in the
+//! process that started the server (a forked child that calls `exit` leaves
+//! its parent's socket alone). A process killed by a signal leaves a stale
+//! socket; those are pruned when found.
+//!
 //! # What a client cannot do to the process
 //!
 //! A request line longer than [`proto::MAX_REQUEST`] is refused and the
@@ -58,8 +69,8 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -201,6 +212,13 @@ impl Drop for Server {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.remove_socket_file();
+    }
+}
+
+impl Server {
+    /// Removes the socket file if it is still the one this server bound.
+    fn remove_socket_file(&self) {
         if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id) {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -214,6 +232,43 @@ impl std::fmt::Debug for Server {
 }
 
 static GLOBAL: Mutex<Option<Server>> = Mutex::new(None);
+/// The process that started [`GLOBAL`]'s server (a forked child inherits the
+/// static and the exit hook, not the socket).
+static GLOBAL_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Runs at `exit` (see the module docs): removes [`GLOBAL`]'s socket if it is
+/// still the one the server bound. The server thread is left running; the
+/// process is ending. Never blocks: if another thread holds the lock (starting
+/// or stopping the server), that thread's own code deals with the socket.
+extern "C" fn remove_socket_at_exit() {
+    if GLOBAL_PID.load(Ordering::SeqCst) != std::process::id() {
+        return;
+    }
+    let g = match GLOBAL.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
+    if let Some(s) = g.as_ref() {
+        s.remove_socket_file();
+    }
+}
+
+/// Registers [`remove_socket_at_exit`] once per process.
+fn register_exit_hook() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        // SAFETY: atexit only stores the function pointer; the function is an
+        // `extern "C" fn()` with no arguments that lives as long as the
+        // program, takes no lock it could wait on (try_lock), and does
+        // nothing that panics, so it never unwinds into libc. A failure
+        // (no room for another handler) only leaves the socket behind.
+        let rc = unsafe { libc::atexit(remove_socket_at_exit) };
+        if rc != 0 {
+            eprintln!("cmwq: atexit failed: the control socket will stay behind at exit");
+        }
+    });
+}
 
 /// Starts this process's control endpoint (once; later calls return the same
 /// socket) and returns the socket's path.
@@ -235,6 +290,8 @@ pub fn serve() -> Result<PathBuf, Error> {
     prune_stale();
     let s = serve_at(&socket_path(std::process::id()), None)?;
     let p = s.path.clone();
+    GLOBAL_PID.store(std::process::id(), Ordering::SeqCst);
+    register_exit_hook();
     *g = Some(s);
     Ok(p)
 }
