@@ -472,3 +472,87 @@ fn a_normal_exit_removes_the_socket_and_nothing_else() {
     drop(planted);
     assert!(other.sock().exists());
 }
+
+/// `__control-child` with the socket directory left to the temporary-dir
+/// fallback (`$TMPDIR/cmwq-<uid>`).
+fn child_in_tmpdir(tmpdir: &std::path::Path) -> std::process::Output {
+    Command::new(BIN)
+        .arg("__control-child")
+        .env_remove("CMWQ_CONTROL_DIR")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("TMPDIR", tmpdir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_squatted_temp_dir_is_refused_with_what_to_set() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let name = format!("cmwq-{}", cmwq::sched::euid());
+    let refused = |t: &std::path::Path, why: &str| {
+        let o = child_in_tmpdir(t);
+        let e = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!o.status.success(), "served in a squatted {name}: {e}");
+        for part in [why, "CMWQ_CONTROL_DIR", "XDG_RUNTIME_DIR", &name] {
+            assert!(e.contains(part), "{part:?} missing: {e}");
+        }
+    };
+
+    // Missing: made, a real directory of ours, mode 0700.
+    let t = tempfile::tempdir().unwrap();
+    let o = child_in_tmpdir(t.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::symlink_metadata(t.path().join(&name)).unwrap();
+    assert!(m.file_type().is_dir());
+    assert_eq!((m.uid(), m.mode() & 0o7777), (cmwq::sched::euid(), 0o700));
+
+    // Made by someone with mode 0777.
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join(&name);
+    std::fs::create_dir(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    refused(t.path(), "mode 777");
+
+    // A symlink in its place, even to a private directory.
+    let t = tempfile::tempdir().unwrap();
+    let real = t.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(&real, t.path().join(&name)).unwrap();
+    refused(t.path(), "symlink");
+    assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0, "nothing made");
+
+    // Owned by another user, mode 0700: only root can set that up.
+    if cmwq::sched::euid() == 0 {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join(&name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+        refused(t.path(), "owned by uid 65534");
+    } else {
+        eprintln!("not root: skipped the directory owned by another uid (needs chown)");
+    }
+}
+
+#[test]
+fn a_control_dir_under_a_writable_ancestor_is_refused_naming_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let open = t.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = Command::new(BIN)
+        .arg("__control-child")
+        .env("CMWQ_CONTROL_DIR", open.join("ctl"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("CMWQ_CONTROL_DIR="), "{e}");
+    assert!(e.contains(&format!("component {} ", open.display())), "{e}");
+    assert!(e.contains("writable by others"), "{e}");
+    assert!(!open.join("ctl").exists(), "nothing made under it");
+}
