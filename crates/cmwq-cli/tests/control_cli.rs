@@ -556,3 +556,60 @@ fn a_control_dir_under_a_writable_ancestor_is_refused_naming_it() {
     assert!(e.contains("writable by others"), "{e}");
     assert!(!open.join("ctl").exists(), "nothing made under it");
 }
+
+/// The mask of `wq` as `cmwq dump` prints it ("Unbound workqueue -> attrs").
+fn dumped_mask(text: &str, wq: &str) -> String {
+    let section = text
+        .split("Unbound workqueue -> attrs\n")
+        .nth(1)
+        .expect("the attrs section");
+    let row = section
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(wq))
+        .unwrap_or_else(|| panic!("{wq} row:\n{section}"));
+    // name, affinity_scope, strict, nice, then the mask's words.
+    row.split_whitespace().skip(4).collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn set_cpumask_takes_the_form_dump_prints_and_echoes_the_form_given() {
+    // ctl_wide runs on a synthetic 72-CPU topology: masks of several words.
+    let p = Proc::start_with(None, &["--wide"]);
+    let pid = p.pid.to_string();
+    let set = |v: &[&str]| {
+        let mut a = vec!["set", "--pid", &pid, "ctl_wide", "cpumask"];
+        a.extend(v);
+        p.ok(&a)
+    };
+    let mask = || wq(&p.dump(), "ctl_wide").attrs.cpumask.clone();
+
+    // The sysfs form: most significant word first, echoed so.
+    let out = set(&["1,00000000"]);
+    assert!(out.contains(" cpumask=00000001,00000000 "), "{out}");
+    assert_eq!(mask(), vec![32]);
+    // The form dump prints, unquoted (as pasted) and quoted; echoed so.
+    let out = set(&["0x0", "00000003"]);
+    assert!(out.contains(" cpumask=0x0 00000003 "), "{out}");
+    assert_eq!(mask(), vec![32, 33]);
+    let out = set(&["0x2 00000001"]);
+    assert!(out.contains(" cpumask=0x2 00000001 "), "{out}");
+    assert_eq!(mask(), vec![1, 32]);
+
+    // What dump prints, written back as it is, changes nothing.
+    p.ok(&["set", "--pid", &pid, "ctl_wide", "cpus", "3-5,40"]);
+    let printed = dumped_mask(&p.ok(&["dump", "--pid", &pid]), "ctl_wide");
+    assert_eq!(printed, "0x38 00000100");
+    let words: Vec<&str> = printed.split(' ').collect();
+    let out = set(&words);
+    assert!(out.contains(&format!(" cpumask={printed} ")), "{out}");
+    assert_eq!(mask(), vec![3, 4, 5, 40]);
+
+    // A mask naming no CPU of the workqueue is refused in the user's form,
+    // not as a cpu list; a negative value still reaches the server.
+    let e = p.err(&["set", "--pid", &pid, "ctl_wide", "cpumask", "1,0,0,0,0"]);
+    assert!(e.contains("cpumask 1,0,0,0,0 has no CPU"), "{e}");
+    assert!(!e.contains("cpumask 128"), "{e}");
+    let e = p.err(&["set", "--pid", &pid, "ctl_wide", "nice", "-99"]);
+    assert!(e.contains("out of range"), "{e}");
+    assert_eq!(mask(), vec![3, 4, 5, 40]);
+}
