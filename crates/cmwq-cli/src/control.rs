@@ -62,9 +62,11 @@ pub struct SetArgs {
     pub workqueue: String,
     /// affinity_scope, affinity_strict, cpumask, cpus, nice or max_active.
     pub knob: String,
-    /// The value, as written to the kernel's sysfs file (`cpumask` is hex, `cpus` a cpu list).
-    #[arg(allow_hyphen_values = true)]
-    pub value: String,
+    /// The value, as written to the kernel's sysfs file (`cpus` is a cpu
+    /// list). `cpumask` is hex in the sysfs form (`00000001,00000000`) or as
+    /// `cmwq dump` prints it (`0x0 00000001`, quoted or not).
+    #[arg(required = true, num_args = 1.., allow_negative_numbers = true)]
+    pub value: Vec<String>,
     /// Print the new attributes as JSON.
     #[arg(long)]
     pub json: bool,
@@ -88,6 +90,14 @@ pub struct ChildArgs {
     /// Microseconds between rounds of queueing.
     #[arg(long, default_value_t = 500)]
     pub period_us: u64,
+    /// Exit without `control::stop()`, as most programs do: the socket is
+    /// then the exit hook's to remove.
+    #[arg(long)]
+    pub no_stop: bool,
+    /// Add `ctl_wide`, an unbound workqueue on a synthetic 72-CPU topology
+    /// (folded onto the real CPUs), whose masks take more than one word.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 fn snapshot_of(pid: Option<u32>) -> Result<Snapshot, String> {
@@ -653,11 +663,15 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
     }
 }
 
-/// Runs `cmwq set`.
+/// Runs `cmwq set`. The value's words are joined with spaces, so a mask
+/// copied out of `cmwq dump` (`0x0 00000001`) may be pasted unquoted; the
+/// new mask is printed back in the form it was given (as a cpu list after
+/// `cpus`, else as `cmwq dump` prints masks).
 pub fn set(a: SetArgs) -> Result<(), String> {
+    let value = a.value.join(" ");
     let mut c = Client::connect(a.pid).map_err(|e| e.to_string())?;
     let attrs = c
-        .set(&a.workqueue, &a.knob, &a.value)
+        .set(&a.workqueue, &a.knob, &value)
         .map_err(|e| e.to_string())?;
     if a.json {
         println!(
@@ -665,12 +679,16 @@ pub fn set(a: SetArgs) -> Result<(), String> {
             serde_json::to_string_pretty(&attrs).map_err(|e| e.to_string())?
         );
     } else {
+        let mask = match a.knob.as_str() {
+            "cpumask" => format!("cpumask={}", control::echo_cpumask(&value, &attrs.cpumask)),
+            "cpus" => format!("cpus={}", cmwq::topology::format_cpulist(&attrs.cpumask)),
+            _ => format!("cpumask={}", cpumask_str(&attrs.cpumask)),
+        };
         println!(
-            "{}: affinity_scope={} affinity_strict={} cpumask={} nice={} max_active={}",
+            "{}: affinity_scope={} affinity_strict={} {mask} nice={} max_active={}",
             a.workqueue,
             attrs.affinity_scope.name(),
             u8::from(attrs.affinity_strict),
-            cpumask_str(&attrs.cpumask),
             attrs.nice,
             attrs.max_active
         );
@@ -743,15 +761,16 @@ pub fn ps(a: PsArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the hidden `__control-child`: four workqueues with work flowing, the
-/// control endpoint served, "ready <socket>" on stdout; each stdin line
-/// `snapshot` prints the process's own snapshot as one JSON line; EOF or
-/// `exit` ends it.
+/// Runs the hidden `__control-child`: four workqueues with work flowing (five
+/// with `--wide`), the control endpoint served, "ready <socket>" on stdout;
+/// each stdin line `snapshot` prints the process's own snapshot as one JSON
+/// line; EOF or `exit` ends it (with `--no-stop`, leaving the socket to the
+/// exit hook).
 pub fn child(a: ChildArgs) -> Result<(), String> {
-    use cmwq::topology::Scope;
+    use cmwq::topology::{Scope, Topology};
     use cmwq::{Work, Workqueue};
     let e = |e: cmwq::Error| e.to_string();
-    let wqs = vec![
+    let mut wqs = vec![
         Workqueue::builder("ctl_bound").build().map_err(e)?,
         Workqueue::builder("ctl_unbound")
             .unbound()
@@ -768,6 +787,16 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
             .build()
             .map_err(e)?,
     ];
+    if a.wide {
+        let t = Topology::from_synthetic("pack:1 l3:1 core:72 pu:1").map_err(|e| e.to_string())?;
+        wqs.push(
+            Workqueue::builder("ctl_wide")
+                .unbound()
+                .topology(std::sync::Arc::new(t))
+                .build()
+                .map_err(e)?,
+        );
+    }
     let path = control::serve().map_err(e)?;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let feeder = {
@@ -815,6 +844,8 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
     for wq in &wqs {
         wq.flush();
     }
-    control::stop();
+    if !a.no_stop {
+        control::stop();
+    }
     Ok(())
 }

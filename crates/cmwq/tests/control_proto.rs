@@ -162,6 +162,50 @@ fn knobs_change_the_workqueue_and_bad_values_are_refused() {
     assert_eq!(c.ping().unwrap(), std::process::id());
 }
 
+/// `cpumask` takes the mask as sysfs writes it and as `cmwq dump` prints it
+/// (`cpumask_str`), and a refusal repeats the mask as the user wrote it.
+#[test]
+fn cpumask_takes_the_sysfs_form_and_the_form_dump_prints() {
+    use cmwq::topology::{Topology, cpumask_str};
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path());
+    // 72 CPUs (folded onto the real ones): masks of three words.
+    let t = Topology::from_synthetic("pack:1 l3:1 core:72 pu:1").unwrap();
+    let wq = Workqueue::builder("ctl_hexforms")
+        .unbound()
+        .topology(std::sync::Arc::new(t))
+        .build()
+        .unwrap();
+    let mut c = Client::connect_path(srv.path()).unwrap();
+    for (value, cpus) in [
+        ("00000001,00000000", vec![32]),
+        ("0x0 00000001", vec![32]),
+        ("0x1 0x0 00000080", vec![0, 71]),
+        ("80,00000000,00000001", vec![0, 71]),
+        ("30", vec![4, 5]),
+    ] {
+        let a = c.set("ctl_hexforms", "cpumask", value).unwrap();
+        assert_eq!(a.cpumask, cpus, "{value}");
+        assert_eq!(wq.attrs().cpumask, cpus, "{value}");
+    }
+    // What dump prints for a mask is accepted back as the same mask.
+    let cpus = vec![3, 31, 32, 64, 70];
+    let printed = cpumask_str(&cpus);
+    assert_eq!(
+        c.set("ctl_hexforms", "cpumask", &printed).unwrap().cpumask,
+        cpus
+    );
+    assert_eq!(control::echo_cpumask(&printed, &cpus), printed);
+    // No CPU of the workqueue's: refused, echoing the hex the user gave.
+    let e = c
+        .set("ctl_hexforms", "cpumask", "1,0,0,0,0")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cpumask 1,0,0,0,0 has no CPU"), "{e}");
+    assert!(!e.contains("cpumask 128"), "echoed as a cpu list: {e}");
+    assert_eq!(wq.attrs().cpumask, cpus);
+}
+
 #[test]
 fn a_peer_of_another_uid_is_refused_before_any_request() {
     let dir = tempfile::tempdir().unwrap();

@@ -25,6 +25,33 @@
 //! (nobody listens: its process exited), and a stopping server removes its
 //! socket only if the file is still the one it bound.
 //!
+//! # Where the sockets live, and who could meddle with the path
+//!
+//! A private directory is not enough if someone else can swap a directory
+//! above it: every existing ancestor of the socket directory (and every
+//! directory a symlink on the way leads to) must be owned by root or by us and
+//! not writable by others unless sticky (`/tmp`), and a symlink on the way
+//! must be owned by root or by us. A failure names the component and what is
+//! wrong with it, and the variable that chose the path.
+//!
+//! The last fallback, `cmwq-<uid>` in the temporary directory, has a name
+//! anyone can predict, so another user may create it first (or a symlink in
+//! its place) to catch our sockets. It is made with `mkdir` mode 0700 (not
+//! made and then chmodded) and then checked with `lstat`: a real directory,
+//! ours, mode 0700, else refused with a message saying to set
+//! `CMWQ_CONTROL_DIR` or `XDG_RUNTIME_DIR` instead.
+//!
+//! # The socket outlives nothing
+//!
+//! [`serve()`]'s server lives in a static, and Rust never drops statics, so
+//! without help its socket would stay behind after every normal exit (and
+//! pile up for `cmwq ps --prune`). An `atexit` hook, registered when the
+//! first such server starts, removes the socket at `exit` if the file is
+//! still the one the server bound (same device and inode), and only in the
+//! process that started the server (a forked child that calls `exit` leaves
+//! its parent's socket alone). A process killed by a signal leaves a stale
+//! socket; those are pruned when found.
+//!
 //! # What a client cannot do to the process
 //!
 //! A request line longer than [`proto::MAX_REQUEST`] is refused and the
@@ -58,8 +85,8 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -67,7 +94,7 @@ use crate::error::Error;
 use crate::sched;
 use crate::snapshot::Snapshot;
 use crate::workqueue::WqAttrs;
-pub use proto::{KNOBS, MAX_REQUEST, Request, Response, parse_hex_cpumask};
+pub use proto::{KNOBS, MAX_REQUEST, Request, Response, echo_cpumask, parse_hex_cpumask};
 
 /// Connections served at once; more are told the server is busy.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -85,19 +112,37 @@ fn ctl_err(what: impl Into<String>, reason: impl ToString) -> Error {
     }
 }
 
-/// The directory of the sockets: `$CMWQ_CONTROL_DIR` if set, else
-/// `$XDG_RUNTIME_DIR/cmwq`, else `cmwq-<uid>` in the temporary directory.
-pub fn socket_dir() -> PathBuf {
+/// Which setting chose the socket directory (its errors say what to change).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DirSource {
+    /// `$CMWQ_CONTROL_DIR`.
+    Env,
+    /// `$XDG_RUNTIME_DIR/cmwq`.
+    Xdg,
+    /// `cmwq-<uid>` in the temporary directory: a predictable name.
+    Temp,
+}
+
+fn socket_dir_and_source() -> (PathBuf, DirSource) {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     if let Some(d) = var("CMWQ_CONTROL_DIR") {
-        return PathBuf::from(d);
+        return (PathBuf::from(d), DirSource::Env);
     }
     if let Some(x) = var("XDG_RUNTIME_DIR").map(PathBuf::from)
         && x.is_dir()
     {
-        return x.join("cmwq");
+        return (x.join("cmwq"), DirSource::Xdg);
     }
-    std::env::temp_dir().join(format!("cmwq-{}", sched::euid()))
+    (
+        std::env::temp_dir().join(format!("cmwq-{}", sched::euid())),
+        DirSource::Temp,
+    )
+}
+
+/// The directory of the sockets: `$CMWQ_CONTROL_DIR` if set, else
+/// `$XDG_RUNTIME_DIR/cmwq`, else `cmwq-<uid>` in the temporary directory.
+pub fn socket_dir() -> PathBuf {
+    socket_dir_and_source().0
 }
 
 /// The socket of process `pid`.
@@ -105,11 +150,141 @@ pub fn socket_path(pid: u32) -> PathBuf {
     socket_dir().join(format!("{pid}.sock"))
 }
 
+/// [`socket_dir()`], checked (and with `create`, made) by [`private_dir`];
+/// an error says which setting chose the directory and what to set instead.
+fn checked_socket_dir(create: bool) -> Result<PathBuf, Error> {
+    let (dir, source) = socket_dir_and_source();
+    match private_dir(&dir, create) {
+        Ok(()) => Ok(dir),
+        Err(Error::Control { reason, .. }) => Err(match source {
+            DirSource::Env => ctl_err(format!("CMWQ_CONTROL_DIR={}", dir.display()), reason),
+            DirSource::Xdg => ctl_err(
+                format!("socket directory {} (from XDG_RUNTIME_DIR)", dir.display()),
+                format!("{reason}; set CMWQ_CONTROL_DIR to a private directory instead"),
+            ),
+            DirSource::Temp => ctl_err(
+                format!("socket directory {}", dir.display()),
+                format!(
+                    "{reason}; its name is predictable, so another user may have made it \
+                     to catch cmwq's sockets: set CMWQ_CONTROL_DIR to a private directory \
+                     (or XDG_RUNTIME_DIR to your runtime directory) instead"
+                ),
+            ),
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Our effective group id.
+fn egid() -> u32 {
+    // SAFETY: getegid takes no arguments and cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// Why the directory `m` (at `at`) would let another user replace what lies
+/// under it, if it would.
+fn unsafe_ancestor(at: &Path, m: &std::fs::Metadata) -> Option<String> {
+    let me = sched::euid();
+    let mode = m.mode() & 0o7777;
+    let sticky = mode & 0o1000 != 0;
+    if !m.file_type().is_dir() {
+        return Some(format!("component {} is not a directory", at.display()));
+    }
+    if m.uid() != 0 && m.uid() != me {
+        return Some(format!(
+            "component {} is owned by uid {}, neither root nor us (uid {me})",
+            at.display(),
+            m.uid()
+        ));
+    }
+    if mode & 0o002 != 0 && !sticky {
+        return Some(format!(
+            "component {} (mode {mode:o}) is writable by others and not sticky: \
+             anyone could replace what lies under it",
+            at.display()
+        ));
+    }
+    if mode & 0o020 != 0 && !sticky && m.gid() != egid() {
+        return Some(format!(
+            "component {} (mode {mode:o}) is writable by group {}, not ours, and not sticky: \
+             its members could replace what lies under it",
+            at.display(),
+            m.gid()
+        ));
+    }
+    None
+}
+
+/// Checks every existing ancestor of `dir` (not `dir` itself, which
+/// [`private_dir`] holds to a stricter rule) as the module docs say: each
+/// directory on the path, as written and as the symlinks on it resolve, is
+/// owned by root or us and not writable by others unless sticky, and each
+/// symlink on the path is owned by root or us. Missing components end the
+/// walk: they will be made by us, mode 0700.
+fn check_ancestors(dir: &Path) -> Result<(), Error> {
+    let what = || format!("socket directory {}", dir.display());
+    let abs = std::path::absolute(dir).map_err(|e| ctl_err(what(), e))?;
+    let me = sched::euid();
+    let comps: Vec<_> = abs.components().collect();
+    let mut at = PathBuf::new();
+    let mut deepest = None;
+    for c in &comps[..comps.len().saturating_sub(1)] {
+        at.push(c);
+        let m = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(ctl_err(what(), format!("component {}: {e}", at.display()))),
+        };
+        let m = if m.file_type().is_symlink() {
+            if m.uid() != 0 && m.uid() != me {
+                return Err(ctl_err(
+                    what(),
+                    format!(
+                        "component {} is a symlink owned by uid {}, neither root nor us \
+                         (uid {me}): its owner decides where the sockets go",
+                        at.display(),
+                        m.uid()
+                    ),
+                ));
+            }
+            std::fs::metadata(&at).map_err(|e| {
+                ctl_err(
+                    what(),
+                    format!(
+                        "component {} is a symlink that leads nowhere ({e})",
+                        at.display()
+                    ),
+                )
+            })?
+        } else {
+            m
+        };
+        if let Some(why) = unsafe_ancestor(&at, &m) {
+            return Err(ctl_err(what(), why));
+        }
+        deepest = Some(at.clone());
+    }
+    // The directories a symlink on the way leads through.
+    if let Some(real) = deepest.and_then(|d| std::fs::canonicalize(d).ok()) {
+        for a in real.ancestors() {
+            let m = std::fs::symlink_metadata(a)
+                .map_err(|e| ctl_err(what(), format!("component {}: {e}", a.display())))?;
+            if let Some(why) = unsafe_ancestor(a, &m) {
+                return Err(ctl_err(what(), why));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks that `dir` is a directory (not a symlink) owned by us with no group
-/// or other access; with `create`, makes it (mode 0700) first if missing.
-/// Servers and clients both check: a directory another user prepared (the
-/// temp-dir fallback has a predictable name) is refused, never used.
+/// or other access, under ancestors nobody else can write
+/// ([`check_ancestors`]); with `create`, makes it (`mkdir` mode 0700, so it
+/// never exists with wider access) first if missing. Servers and clients both
+/// check: a directory another user prepared (the temp-dir fallback has a
+/// predictable name) is refused, never used.
 fn private_dir(dir: &Path, create: bool) -> Result<(), Error> {
+    check_ancestors(dir)?;
     if create
         && let Err(e) = std::fs::DirBuilder::new()
             .recursive(true)
@@ -118,10 +293,20 @@ fn private_dir(dir: &Path, create: bool) -> Result<(), Error> {
     {
         return Err(ctl_err(format!("create {}", dir.display()), e));
     }
+    if create {
+        // A component made meanwhile by someone else (in a sticky /tmp, say).
+        check_ancestors(dir)?;
+    }
     let m = std::fs::symlink_metadata(dir).map_err(|e| ctl_err(dir.display().to_string(), e))?;
     let what = || format!("socket directory {}", dir.display());
+    if m.file_type().is_symlink() {
+        return Err(ctl_err(
+            what(),
+            "a symlink, not a directory; refusing to follow it",
+        ));
+    }
     if !m.file_type().is_dir() {
-        return Err(ctl_err(what(), "not a directory (a symlink?)"));
+        return Err(ctl_err(what(), "not a directory"));
     }
     if m.uid() != sched::euid() {
         return Err(ctl_err(
@@ -201,6 +386,13 @@ impl Drop for Server {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.remove_socket_file();
+    }
+}
+
+impl Server {
+    /// Removes the socket file if it is still the one this server bound.
+    fn remove_socket_file(&self) {
         if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id) {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -214,6 +406,43 @@ impl std::fmt::Debug for Server {
 }
 
 static GLOBAL: Mutex<Option<Server>> = Mutex::new(None);
+/// The process that started [`GLOBAL`]'s server (a forked child inherits the
+/// static and the exit hook, not the socket).
+static GLOBAL_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Runs at `exit` (see the module docs): removes [`GLOBAL`]'s socket if it is
+/// still the one the server bound. The server thread is left running; the
+/// process is ending. Never blocks: if another thread holds the lock (starting
+/// or stopping the server), that thread's own code deals with the socket.
+extern "C" fn remove_socket_at_exit() {
+    if GLOBAL_PID.load(Ordering::SeqCst) != std::process::id() {
+        return;
+    }
+    let g = match GLOBAL.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
+    if let Some(s) = g.as_ref() {
+        s.remove_socket_file();
+    }
+}
+
+/// Registers [`remove_socket_at_exit`] once per process.
+fn register_exit_hook() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        // SAFETY: atexit only stores the function pointer; the function is an
+        // `extern "C" fn()` with no arguments that lives as long as the
+        // program, takes no lock it could wait on (try_lock), and does
+        // nothing that panics, so it never unwinds into libc. A failure
+        // (no room for another handler) only leaves the socket behind.
+        let rc = unsafe { libc::atexit(remove_socket_at_exit) };
+        if rc != 0 {
+            eprintln!("cmwq: atexit failed: the control socket will stay behind at exit");
+        }
+    });
+}
 
 /// Starts this process's control endpoint (once; later calls return the same
 /// socket) and returns the socket's path.
@@ -231,10 +460,12 @@ pub fn serve() -> Result<PathBuf, Error> {
     if let Some(s) = g.as_ref() {
         return Ok(s.path.clone());
     }
-    private_dir(&socket_dir(), true)?;
+    let dir = checked_socket_dir(true)?;
     prune_stale();
-    let s = serve_at(&socket_path(std::process::id()), None)?;
+    let s = serve_at(&dir.join(format!("{}.sock", std::process::id())), None)?;
     let p = s.path.clone();
+    GLOBAL_PID.store(std::process::id(), Ordering::SeqCst);
+    register_exit_hook();
     *g = Some(s);
     Ok(p)
 }
@@ -512,7 +743,7 @@ impl Client {
                 ));
             }
         }
-        private_dir(&socket_dir(), false)?;
+        checked_socket_dir(false)?;
         Client::connect_path(&path)
     }
 
@@ -643,10 +874,9 @@ pub struct ProcessEntry {
 /// The control sockets of this user, by pid (none if the socket directory is
 /// missing or not private to us).
 pub fn list_processes() -> Vec<ProcessEntry> {
-    let dir = socket_dir();
-    if private_dir(&dir, false).is_err() {
+    let Ok(dir) = checked_socket_dir(false) else {
         return Vec::new();
-    }
+    };
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };

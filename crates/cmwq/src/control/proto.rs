@@ -12,10 +12,17 @@
 //!
 //! Knobs and values are those of the kernel's sysfs files
 //! (`/sys/devices/virtual/workqueue/<wq>/`): `affinity_scope` (a scope name or
-//! `default`), `affinity_strict` (`0`/`1`), `cpumask` (a hex mask, 32-bit words
-//! separated by commas, most significant first), `nice` (−20..=19) and
+//! `default`), `affinity_strict` (`0`/`1`), `cpumask`, `nice` (−20..=19) and
 //! `max_active`; plus `cpus`, the same as `cpumask` written as a cpu list.
 //! Everything but `max_active` applies to unbound workqueues only.
+//!
+//! `cpumask` takes a hex mask in either of the two forms an engineer has in
+//! front of them: the sysfs file's (32-bit words separated by commas, most
+//! significant first: `00000001,00000000`) and the one `cmwq dump` prints,
+//! `wq_dump.py`'s `cpumask_str` (words separated by spaces, least significant
+//! first: `0x0 00000001`), so a mask copied out of a dump can be written back
+//! as it is. A lone word means the same in both. [`echo_cpumask`] writes a
+//! mask back in the form it was given.
 
 use serde::{Deserialize, Serialize};
 
@@ -191,7 +198,14 @@ fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
         }
         "cpumask" => {
             let cpus = parse_hex_cpumask(value)?;
-            wq.set_cpumask(&cpus).map_err(e)
+            // The engine names an unusable mask as a cpu list; the user wrote
+            // hex, so say it back in their form.
+            wq.set_cpumask(&cpus).map_err(|err| match err {
+                crate::Error::EmptyCpumask { .. } => {
+                    format!("cpumask {value} has no CPU this workqueue can use")
+                }
+                err => err.to_string(),
+            })
         }
         "cpus" => {
             let cpus = parse_cpulist(value)?;
@@ -216,30 +230,46 @@ fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
     }
 }
 
-/// Parses a cpumask in the kernel's sysfs format: hex, 32-bit words separated
-/// by commas, the most significant word first (`ffffffff,0000000f`); a `0x`
-/// prefix is accepted. An empty mask is refused.
+/// Parses a hex cpumask in the sysfs form (`ffffffff,0000000f`: 32-bit words
+/// separated by commas, most significant first; a `0x` prefix is accepted) or
+/// in the form `cmwq dump` prints (`0xffffffff 0000000f`: `wq_dump.py`'s
+/// `cpumask_str`, words separated by spaces, least significant first, each
+/// with or without `0x`). Commas select the sysfs form, spaces between words
+/// the dump's; one word is the same in both. An empty mask is refused.
 pub fn parse_hex_cpumask(s: &str) -> Result<Vec<usize>, String> {
     let s = s.trim();
-    let s = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
     if s.is_empty() {
         return Err("empty cpumask".into());
     }
-    let words: Vec<&str> = s.split(',').collect();
+    // The words, least significant first.
+    let words: Vec<&str> = if s.contains(',') {
+        let words: Vec<&str> = s.split(',').map(str::trim).collect();
+        if words.iter().any(|w| w.contains(char::is_whitespace)) {
+            return Err(format!(
+                "cpumask {s:?} mixes commas (the sysfs form, most significant word first) \
+                 and spaces (the form `cmwq dump` prints, least significant word first)"
+            ));
+        }
+        words.into_iter().rev().collect()
+    } else {
+        s.split_whitespace().collect()
+    };
     if words.len() > CPU_ID_LIMIT / 32 {
         return Err(format!("cpumask too long (more than {CPU_ID_LIMIT} CPUs)"));
     }
     let mut cpus = Vec::new();
-    for (i, w) in words.iter().rev().enumerate() {
-        if w.is_empty() || w.len() > 8 {
+    for (i, w) in words.iter().enumerate() {
+        let digits = w
+            .strip_prefix("0x")
+            .or_else(|| w.strip_prefix("0X"))
+            .unwrap_or(w);
+        if digits.is_empty() || digits.len() > 8 {
             return Err(format!(
                 "bad cpumask word {w:?}: expected 1 to 8 hex digits per 32-bit word"
             ));
         }
-        let v = u32::from_str_radix(w, 16).map_err(|_| format!("bad hex in cpumask: {w:?}"))?;
+        let v =
+            u32::from_str_radix(digits, 16).map_err(|_| format!("bad hex in cpumask: {w:?}"))?;
         cpus.extend((0..32).filter(|b| v & (1 << b) != 0).map(|b| i * 32 + b));
     }
     cpus.sort_unstable();
@@ -247,6 +277,30 @@ pub fn parse_hex_cpumask(s: &str) -> Result<Vec<usize>, String> {
         return Err("cpumask selects no CPU".into());
     }
     Ok(cpus)
+}
+
+/// Writes `cpus` as a hex mask in the form of `given` (a mask
+/// [`parse_hex_cpumask`] accepted), so a reply repeats the user's notation:
+/// words separated by spaces, least significant first, as `cmwq dump` prints
+/// them, when `given` had several words so; else the sysfs form, with at least
+/// as many words as `given` and its `0x` prefix if it had one.
+pub fn echo_cpumask(given: &str, cpus: &[usize]) -> String {
+    let given = given.trim();
+    if !given.contains(',') && given.split_whitespace().nth(1).is_some() {
+        return crate::topology::cpumask_str(cpus);
+    }
+    let need = cpus.iter().max().map_or(1, |m| m / 32 + 1);
+    let mut words = vec![0u32; need.max(given.split(',').count())];
+    for &c in cpus {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    let hex: Vec<String> = words.iter().rev().map(|w| format!("{w:08x}")).collect();
+    let prefix = if given.starts_with("0x") || given.starts_with("0X") {
+        "0x"
+    } else {
+        ""
+    };
+    format!("{prefix}{}", hex.join(","))
 }
 
 #[cfg(test)]
@@ -262,6 +316,36 @@ mod tests {
         assert!(parse_hex_cpumask("xyz").is_err());
         assert!(parse_hex_cpumask("123456789").is_err());
         assert!(parse_hex_cpumask("1,,2").is_err());
+    }
+
+    #[test]
+    fn the_form_dump_prints_parses_too() {
+        use crate::topology::cpumask_str;
+        // cpumask_str: least significant word first, spaces, 0x on all but the last.
+        assert_eq!(parse_hex_cpumask("0x0 00000001").unwrap(), vec![32]);
+        assert_eq!(parse_hex_cpumask("0x1 0x0 00000001").unwrap(), vec![0, 64]);
+        assert_eq!(parse_hex_cpumask("00000030").unwrap(), vec![4, 5]);
+        for cpus in [vec![0], vec![0, 64], (0..33).collect(), vec![31, 32, 95]] {
+            assert_eq!(parse_hex_cpumask(&cpumask_str(&cpus)).unwrap(), cpus);
+        }
+        let e = parse_hex_cpumask("0x1 0x0,00000001").unwrap_err();
+        assert!(e.contains("mixes commas"), "{e}");
+        assert!(parse_hex_cpumask("0x 1").is_err());
+    }
+
+    #[test]
+    fn masks_are_echoed_in_the_form_given() {
+        assert_eq!(echo_cpumask("1,00000000", &[32]), "00000001,00000000");
+        assert_eq!(echo_cpumask("0x1,0", &[32]), "0x00000001,00000000");
+        assert_eq!(echo_cpumask("0x0 00000001", &[32]), "0x0 00000001");
+        assert_eq!(echo_cpumask("f", &[0, 1, 2, 3]), "0000000f");
+        // More words than the user gave when the result needs them.
+        assert_eq!(echo_cpumask("f", &[40]), "00000100,00000000");
+        for given in ["ffffffff,0000000f", "0xffffffff 0000000f", "3"] {
+            let cpus = parse_hex_cpumask(given).unwrap();
+            let echoed = echo_cpumask(given, &cpus);
+            assert_eq!(parse_hex_cpumask(&echoed).unwrap(), cpus, "{given}");
+        }
     }
 
     #[test]
