@@ -20,7 +20,9 @@ mod topology;
 #[command(
     name = "cmwq",
     version,
-    about = "cmwq: the kernel's workqueue in user space, and its lab"
+    about = "cmwq: the kernel's workqueue in user space, and its lab",
+    after_help = "Exit status: 0 on success, and when stdout's reader went away (cmwq ... | head); \
+                  1 with `cmwq: <message>` on stderr when the command failed; 2 for a bad command line."
 )]
 struct Cli {
     #[command(subcommand)]
