@@ -12,13 +12,16 @@ use cmwq_lab::bench::{self, BenchConfig, ExecutorFactory, Progress};
 /// Arguments of `cmwq bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// Producer threads P, each pinned to a CPU (producer i on CPU i % ncpu) [default: online CPUs]
+    /// Producer threads P, each pinned to a CPU (producer i on CPU i % ncpu), at
+    /// most 4096 (and below RLIMIT_NPROC) [default: online CPUs]
     #[arg(long, value_name = "P")]
     pub threads: Option<usize>,
-    /// Items per producer N
+    /// Items per producer N; P x N x 32 bytes of samples must fit in half the
+    /// memory available (MemAvailable, or RLIMIT_AS/RLIMIT_DATA if lower)
     #[arg(long, value_name = "N", default_value_t = 50_000)]
     pub items: usize,
-    /// Items in flight per producer: queue B, wait for all B (1 = the kernel's shape)
+    /// Items in flight per producer: queue B, wait for all B (1 = the kernel's
+    /// shape); at most N, and P x B x 512 bytes count against the memory too
     #[arg(long, value_name = "B", default_value_t = 1)]
     pub batch: usize,
     /// Affinity scopes for cmwq, comma-separated; run in the kernel's order
@@ -29,17 +32,20 @@ pub struct BenchArgs {
     /// (rayon, tokio, tokio_blocking, crossbeam, threadpool, limit)
     #[arg(long, value_name = "LIST|all")]
     pub vs: Option<String>,
-    /// Rounds; executors alternate A B C A B C ... and rows give median [min..max]
+    /// Rounds; executors alternate A B C A B C ... and rows give median
+    /// [min..max] (at most 10000)
     #[arg(long, value_name = "R", default_value_t = 3)]
     pub rounds: usize,
-    /// Worker threads of every peer [default: online CPUs]
+    /// Worker threads of every peer, at most 4096 (and below RLIMIT_NPROC)
+    /// [default: online CPUs]
     #[arg(long, value_name = "W")]
     pub workers: Option<usize>,
     /// Print one JSON document (schema cmwq-bench/1) on stdout instead of the text report
     #[arg(long)]
     pub json: bool,
-    /// Also write an SVG plot (throughput per executor and scope, round-trip CDF) to FILE
-    #[arg(long, value_name = "FILE")]
+    /// Also write an SVG plot (throughput per executor and scope, round-trip
+    /// CDF) to FILE.svg (checked before the first run)
+    #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Build cmwq's pods from a synthetic topology mapped onto this machine's CPUs
     #[arg(long, value_name = "SPEC")]
@@ -125,6 +131,9 @@ impl Bar {
 /// Runs `cmwq bench`.
 pub fn run(a: BenchArgs) -> Result<(), String> {
     let cfg = config(&a)?;
+    if let Some(path) = &a.plot {
+        cmwq_lab::plot::check_plot_path(path)?;
+    }
     let subjects = bench::subjects();
     let peers = bench::peers();
     let mut chosen: Vec<&dyn ExecutorFactory> = subjects.iter().map(|f| f.as_ref()).collect();
@@ -153,10 +162,13 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
             ));
         }
     }
-    if let Some(path) = &a.plot {
-        std::fs::write(path, bench::svg::render(&report))
-            .map_err(|e| format!("--plot {}: {e}", path.display()))?;
-    }
+    // The results are printed even when the plot cannot be written after all
+    // (the directory went away during the run); its error comes last.
+    let plotted = match &a.plot {
+        Some(path) => std::fs::write(path, bench::svg::render(&report))
+            .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display())),
+        None => Ok(()),
+    };
     let mut out = std::io::stdout().lock();
     if a.json {
         let doc =
@@ -169,5 +181,6 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
         let _ = writeln!(out);
         let _ = write!(out, "{}", bench::table(&report));
     }
-    Ok(())
+    drop(out);
+    plotted
 }

@@ -56,12 +56,18 @@ pub struct CompareArgs {
     /// Side B as a shell command
     #[arg(long, value_name = "CMD")]
     pub b_cmd: Option<String>,
-    /// Measured runs per side (at least 2)
+    /// Measured runs per side (2 to 100000)
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub runs: usize,
-    /// Warm-up runs per side, not recorded
+    /// Warm-up runs per side, not recorded (at most 100000)
     #[arg(long, value_name = "W", default_value_t = 1)]
     pub warmup: usize,
+    /// Kill a run (its whole process group) that takes longer than this and
+    /// report it as failed (1 to 604800, a week); a run's stdout and stderr
+    /// are kept up to 16 MiB each, a run that prints more is killed too
+    #[arg(long, value_name = "SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub timeout: u64,
     /// Order of the sides within each round: `rotate` (A B, then B A, ...: no
     /// side always follows the same one, so cache and clock effects of the
     /// previous run cancel) or `fixed` (A B, A B, ...)
@@ -76,7 +82,8 @@ pub struct CompareArgs {
     /// Print the table as Markdown
     #[arg(long)]
     pub markdown: bool,
-    /// Also write an SVG of every run's value, one strip plot per metric, sides side by side
+    /// Also write an SVG of every run's value, one strip plot per metric, sides
+    /// side by side (the path is checked before the first run)
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
     /// `--preset shard`: the cache_shard sizes (cores per pod) compared against cache
@@ -86,6 +93,9 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub icache: crate::icache::IcacheArgs,
 }
+
+/// Most runs (and warm-up runs) a side accepts.
+pub const MAX_RUNS: usize = 100_000;
 
 /// Side `label` from `--x ARGS` (this binary, `--json` added) or `--x-cmd CMD`.
 pub(crate) fn side(
@@ -131,6 +141,15 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     if a.runs < 2 {
         return Err(format!("--runs {}: need at least 2 runs a side", a.runs));
     }
+    if a.runs > MAX_RUNS {
+        return Err(format!("--runs {}: at most {MAX_RUNS} runs a side", a.runs));
+    }
+    if a.warmup > MAX_RUNS {
+        return Err(format!(
+            "--warmup {}: at most {MAX_RUNS} warm-up runs a side",
+            a.warmup
+        ));
+    }
     if !(a.noise_floor >= 0.0 && a.noise_floor.is_finite()) {
         return Err(format!(
             "--noise-floor {}: must be a percentage >= 0",
@@ -151,6 +170,13 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     if a.preset.as_deref() == Some("icache") {
         return crate::icache::run_preset(&a);
     }
+    if let Some(path) = &a.plot {
+        cmwq_lab::plot::check_plot_path(path)?;
+    }
+    let limits = compare::RunLimits {
+        timeout: std::time::Duration::from_secs(a.timeout),
+        ..compare::RunLimits::default()
+    };
     let extra = |x: &Option<String>| x.clone().unwrap_or_default();
     let sides: Vec<Side> = match a.preset.as_deref() {
         Some("wake") => vec![
@@ -193,6 +219,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     let t0 = std::time::Instant::now();
     let mut records = Vec::new();
     let mut done = 0;
+    let mut warned = vec![false; sides.len()];
     for i in 0..a.warmup + a.runs {
         // Rotate the order each round (A B, B A, ... ; 0 1 2, 1 2 0, ...) so no
         // side always runs right after another (caches, page cache, clocks).
@@ -200,7 +227,19 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         let shift = if a.order == "fixed" { 0 } else { i };
         for s in (0..n).map(|k| (k + shift) % n) {
             let sd = &sides[s];
-            let res = compare::run_side(sd);
+            let res = compare::run_side_limited(sd, &limits).map(|r| {
+                if let Some(why) = r.no_metrics
+                    && !warned[s]
+                {
+                    warned[s] = true;
+                    eprintln!(
+                        "cmwq compare: warning: side {} ({}): {why}; its metrics come from the process only (wall, CPU, context switches, RSS)",
+                        sd.label,
+                        display_argv(sd)
+                    );
+                }
+                r.metrics
+            });
             done += 1;
             if tty {
                 let per = t0.elapsed().as_secs_f64() / done as f64;
@@ -247,6 +286,9 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         ..CompareConfig::default()
     };
     let tables = pair_tables(&sides, &records, &cfg)?;
+    // The results are printed even when the plot cannot be written after all
+    // (the directory went away during the runs); its error comes last.
+    let mut plotted = Ok(());
     if let Some(path) = &a.plot {
         let mut metrics: Vec<String> = Vec::new();
         for (_, t) in &tables {
@@ -262,7 +304,8 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             .collect();
         let svg =
             cmwq_lab::plot::strip_plot("cmwq compare: every run", &labels, &records, &metrics);
-        std::fs::write(path, svg).map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        plotted = std::fs::write(path, svg)
+            .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display()));
     }
     let shard_rows = (a.preset.as_deref() == Some("shard")).then(|| {
         let sizes = presets::parse_shard_sizes(&a.shard_sizes).unwrap_or_default();
@@ -305,7 +348,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
-        return Ok(());
+        return plotted;
     }
     let opts = if a.markdown {
         RenderOptions::default()
@@ -350,7 +393,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             }
         }
     }
-    Ok(())
+    plotted
 }
 
 /// The side's command line as a reader would type it (this binary shown as `cmwq`).

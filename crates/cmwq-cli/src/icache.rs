@@ -34,10 +34,11 @@ pub struct WorkloadArgs {
     /// (a large code footprint per item)
     #[arg(long, value_name = "NAME", value_parser = ["resident", "frontend"])]
     pub workload: String,
-    /// Items to run (rounded up to whole batches)
+    /// Items to run (rounded up to whole batches; at most 2^40)
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub items: u64,
-    /// Items in flight: queue B distinct work items, wait for all B
+    /// Items in flight: queue B distinct work items, wait for all B; B x 512
+    /// bytes must fit in half the memory available
     #[arg(long, value_name = "B", default_value_t = 16)]
     pub batch: usize,
     /// Print JSON (with a "metrics" object for `cmwq compare`)

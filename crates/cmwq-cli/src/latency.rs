@@ -13,22 +13,25 @@ pub struct LatencyArgs {
     /// nice -20) or fifo (SCHED_FIFO)
     #[arg(long, value_name = "P", default_value = "normal", value_parser = ["normal", "high", "fifo"])]
     pub priority: String,
-    /// CPU hog threads, hog i pinned to CPU i mod n [default: one per allowed CPU]
+    /// CPU hog threads, hog i pinned to CPU i mod n; at most 4096 (and below
+    /// RLIMIT_NPROC) [default: one per allowed CPU]
     #[arg(long, value_name = "N")]
     pub hogs: Option<usize>,
     /// Share of each hog period spent spinning (fio's cpuload=90 is 0.9)
     #[arg(long, value_name = "F", default_value_t = 0.9)]
     pub duty: f64,
-    /// Length of a hog's spin + sleep cycle
+    /// Length of a hog's spin + sleep cycle (at most 10000)
     #[arg(long, value_name = "MS", default_value_t = 10)]
     pub hog_period_ms: u64,
-    /// Time between two queued items
+    /// Time between two queued items (1 to 10000000, 10 s)
     #[arg(long, value_name = "US", default_value_t = 1000)]
     pub interval_us: u64,
-    /// How long the stream runs
+    /// How long the stream runs (at most 3600000, one hour); its samples, 48
+    /// bytes for each item of duration / interval, must fit in half the memory
+    /// available
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     pub duration_ms: u64,
-    /// CPU time each work item spends in its callback
+    /// CPU time each work item spends in its callback (at most 1000000)
     #[arg(long, value_name = "US", default_value_t = 20)]
     pub work_us: u64,
     /// When the priority is not allowed (no CAP_SYS_NICE / RLIMIT_RTPRIO), run at

@@ -1,4 +1,8 @@
 //! `cmwq`: look at the machine's pods, run the lab's benchmarks and comparisons.
+//!
+//! Exit status: 0 on success, and also when the reader of stdout went away (`cmwq topology | head -1`): the reader got what it wanted, as
+//! with ripgrep, not an error; 1 with `cmwq: <message>` on stderr when the
+//! command failed; 2 for a command line clap refuses.
 
 use clap::{Parser, Subcommand};
 
@@ -16,7 +20,9 @@ mod topology;
 #[command(
     name = "cmwq",
     version,
-    about = "cmwq: the kernel's workqueue in user space, and its lab"
+    about = "cmwq: the kernel's workqueue in user space, and its lab",
+    after_help = "Exit status: 0 on success, and when stdout's reader went away (cmwq ... | head); \
+                  1 with `cmwq: <message>` on stderr when the command failed; 2 for a bad command line."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -50,7 +56,34 @@ enum Cmd {
     ControlChild(control::ChildArgs),
 }
 
+/// Whether a panic is std's `failed printing to stdout` on a closed pipe
+/// (EPIPE: the reader exited).
+fn is_broken_pipe(msg: &str) -> bool {
+    msg.starts_with("failed printing to stdout") && msg.contains("(os error 32)")
+}
+
+/// Writes to a closed stdout end the process quietly with status 0, whichever
+/// command and thread wrote: `println!` panics on EPIPE (Rust ignores
+/// SIGPIPE), and this hook turns that one panic into the exit a pipeline
+/// expects; every other panic keeps the default report.
+fn exit_quietly_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if is_broken_pipe(msg) {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() {
+    exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Bench(a) => bench::run(a),
@@ -66,7 +99,26 @@ fn main() {
         Cmd::ControlChild(a) => control::child(a),
     };
     if let Err(e) = res {
+        // Messages name what failed; the prefix is added here only.
+        let e = e.strip_prefix("cmwq: ").unwrap_or(&e);
         eprintln!("cmwq: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn broken_pipe_panics_are_recognised() {
+        assert!(super::is_broken_pipe(
+            "failed printing to stdout: Broken pipe (os error 32)"
+        ));
+        assert!(!super::is_broken_pipe(
+            "failed printing to stdout: No space left on device (os error 28)"
+        ));
+        assert!(!super::is_broken_pipe(
+            "failed printing to stderr: Broken pipe (os error 32)"
+        ));
+        assert!(!super::is_broken_pipe("capacity overflow"));
     }
 }

@@ -37,13 +37,14 @@ struct CostArgs {
     /// Which variant: nolock (sched_getcpu + array, no lock; single thread only), local, qpw, or all
     #[arg(long, value_name = "MODE", default_value = "all", value_parser = ["nolock", "local", "qpw", "all"])]
     mode: String,
-    /// Timed runs per variant (interleaved)
+    /// Timed runs per variant (interleaved; at most 100000)
     #[arg(long, value_name = "N", default_value_t = 10)]
     runs: usize,
-    /// Allocations per run (each one is freed again)
+    /// Allocations per run (each one is freed again; 10000 to 2^40)
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     ops: usize,
-    /// Objects allocated before they are freed
+    /// Objects allocated before they are freed; each variant keeps this many
+    /// plus 128 of 96 bytes, which must fit in half the memory available
     #[arg(long, value_name = "N", default_value_t = 16)]
     burst: usize,
     /// Print one JSON document (schema cmwq-percpu-cost/1) with a flat "metrics" object;

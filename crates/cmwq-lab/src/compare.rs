@@ -18,8 +18,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use crate::abtable::{AbTable, Metric};
 use crate::stats::{CompareConfig, Direction};
@@ -63,57 +66,232 @@ pub const PROCESS_METRICS: [&str; 6] = [
 /// supported" rows otherwise.
 pub const COUNTER_METRICS: [&str; 6] = crate::perf::COUNTER_METRICS;
 
+/// How long one run may take before it is killed (`cmwq compare --timeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Most bytes kept of one run's stdout, and of its stderr: 16 MiB. A run that
+/// prints more is killed and fails, rather than filling the memory.
+pub const MAX_CAPTURED: usize = 16 << 20;
+
+/// Limits of one run of a side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunLimits {
+    /// The run, its process group with it, is killed after this long.
+    pub timeout: Duration,
+    /// Most bytes kept of its stdout and of its stderr, each.
+    pub max_captured: usize,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            timeout: DEFAULT_TIMEOUT,
+            max_captured: MAX_CAPTURED,
+        }
+    }
+}
+
+/// One successful run of a side.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SideRun {
+    /// Every metric: the process's and the command's own.
+    pub metrics: BTreeMap<String, f64>,
+    /// Why none of the metrics came from the command's stdout (not JSON, or
+    /// JSON without metrics); `None` when some did.
+    pub no_metrics: Option<String>,
+}
+
 /// Runs one side once; as [`run_once`], and a side that should print JSON
 /// metrics but printed none is a failed run.
 pub fn run_side(side: &Side) -> Result<BTreeMap<String, f64>, String> {
-    let (m, own) = run_measured(&side.argv)?;
-    if side.json && own == 0 {
+    run_side_limited(side, &RunLimits::default()).map(|r| r.metrics)
+}
+
+/// Runs one side once under `limits`: its metrics, and for a command whose
+/// stdout gave none (a `--a-cmd`), why not, so the caller can warn that its
+/// metrics come from the process only.
+pub fn run_side_limited(side: &Side, limits: &RunLimits) -> Result<SideRun, String> {
+    let (metrics, out) = run_measured(&side.argv, limits)?;
+    let no_metrics = (out.own == 0).then(|| out.why_no_metrics());
+    if side.json
+        && let Some(why) = no_metrics
+    {
         return Err(format!(
-            "{:?} printed no JSON metrics on stdout",
+            "{:?} printed no JSON metrics on stdout ({why})",
             side.argv.first().map_or("", String::as_str)
         ));
     }
-    Ok(m)
+    Ok(SideRun {
+        metrics,
+        no_metrics,
+    })
 }
 
-/// Runs `argv` once; returns its metrics (process ones plus those in its JSON).
+/// Runs `argv` once (with the [`RunLimits::default`]); returns its metrics
+/// (process ones plus those in its JSON).
 pub fn run_once(argv: &[String]) -> Result<BTreeMap<String, f64>, String> {
-    run_measured(argv).map(|(m, _)| m)
+    run_measured(argv, &RunLimits::default()).map(|(m, _)| m)
 }
 
-/// Runs `argv` once: its metrics, and how many came from its own JSON.
-fn run_measured(argv: &[String]) -> Result<(BTreeMap<String, f64>, usize), String> {
+/// What a run printed, as far as the metrics go.
+struct Printed {
+    /// Metrics from its own stdout.
+    own: usize,
+    /// Its stdout was one JSON document.
+    json: bool,
+    /// Its stdout was empty (or blank).
+    empty: bool,
+}
+
+impl Printed {
+    fn why_no_metrics(&self) -> String {
+        if self.empty {
+            "its stdout is empty".into()
+        } else if self.json {
+            "its stdout is JSON without a \"metrics\" object".into()
+        } else {
+            "its stdout is not JSON".into()
+        }
+    }
+}
+
+/// One of the run's output pipes, read to the end on its own thread, keeping
+/// at most `cap` bytes; past that, the run's process group is killed.
+fn capture(
+    mut pipe: impl Read + Send + 'static,
+    cap: usize,
+    pgid: libc::pid_t,
+    over: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) if kept.len() + n <= cap => kept.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    let room = cap - kept.len();
+                    kept.extend_from_slice(&buf[..room.min(n)]);
+                    if !over.swap(true, Ordering::AcqRel) {
+                        kill_group(pgid);
+                    }
+                    // Drain the rest without keeping it, until the group is gone.
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        kept
+    })
+}
+
+/// SIGKILL to every process of group `pgid` (the run: its shell and children).
+fn kill_group(pgid: libc::pid_t) {
+    // SAFETY: kill takes plain integers; `pgid` is the group of a child that
+    // has not been reaped yet (callers kill before `reap`), so it names no
+    // other process.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Runs `argv` once: its metrics, and what its stdout gave.
+fn run_measured(
+    argv: &[String],
+    limits: &RunLimits,
+) -> Result<(BTreeMap<String, f64>, Printed), String> {
     let (prog, args) = argv.split_first().ok_or("empty command")?;
     // Counters must be opened by the thread that spawns, right before it spawns
     // (see `perf`): the child inherits them, enabled at its exec.
     let counters = crate::perf::Counters::open_for_next_exec();
     let t0 = Instant::now();
-    let mut child = Command::new(prog)
-        .args(args)
+    // Its own process group, so that a timeout kills what it started too; out
+    // of the terminal's group, it would outlive a Ctrl-C of ours, so it gets
+    // SIGKILL when we die (PR_SET_PDEATHSIG).
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // makes the prctl system call, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {prog:?}: {e}"))?;
-    // stderr is drained on its own thread: a command that logs more than a
-    // pipe holds (64 KiB) while stdout is still open would otherwise block on
-    // its write while we block on stdout.
-    let err_reader = child.stderr.take().map(|mut e| {
+    let pid = child.id() as libc::pid_t;
+    // Both pipes are drained on their own threads: a command that logs more
+    // than a pipe holds (64 KiB) while stdout is still open would otherwise
+    // block on its write while we block on the other pipe.
+    let (out_over, err_over) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let out_reader = child
+        .stdout
+        .take()
+        .map(|o| capture(o, limits.max_captured, pid, out_over.clone()));
+    let err_reader = child
+        .stderr
+        .take()
+        .map(|e| capture(e, limits.max_captured, pid, err_over.clone()));
+    // The watchdog kills the group at the deadline unless told the run ended.
+    let (stop, stopped) = mpsc::channel::<()>();
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (timeout, timed_out) = (limits.timeout, timed_out.clone());
         std::thread::spawn(move || {
-            let mut err = String::new();
-            let _ = e.read_to_string(&mut err);
-            err
+            if let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(timeout) {
+                timed_out.store(true, Ordering::Release);
+                kill_group(pid);
+            }
         })
-    });
-    let mut out = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        let _ = o.read_to_string(&mut out);
-    }
+    };
+    let out = out_reader.and_then(|h| h.join().ok()).unwrap_or_default();
     let err = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
-    let (status, ru) = wait4(child.id() as libc::pid_t)?;
+    // Exited (or killed), not reaped: its pid and group stay ours until the
+    // watchdog is stopped, so a late kill cannot reach another process.
+    wait_exited(pid)?;
+    let _ = stop.send(());
+    let _ = watchdog.join();
+    let (status, ru) = wait4(pid)?;
     let wall = t0.elapsed().as_secs_f64();
+    let out = String::from_utf8_lossy(&out);
+    let err = String::from_utf8_lossy(&err);
+    let killed_why = if timed_out.load(Ordering::Acquire) {
+        Some(format!(
+            "timed out after {} s (--timeout) and was killed",
+            limits.timeout.as_secs_f64()
+        ))
+    } else {
+        [("stdout", &out_over), ("stderr", &err_over)]
+            .iter()
+            .find(|(_, o)| o.load(Ordering::Acquire))
+            .map(|(which, _)| {
+                format!(
+                    "printed more than {} on {which} (the most kept of a run) and was killed",
+                    crate::limits::human_bytes(limits.max_captured as u64)
+                )
+            })
+    };
+    if let Some(why) = killed_why {
+        return Err(format!("{prog:?} {why}{}", tail_suffix(&err)));
+    }
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        let tail: String = err.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
-        return Err(format!("{prog:?} failed (status {status}): {tail}"));
+        return Err(format!(
+            "{prog:?} failed ({}){}",
+            describe_status(status),
+            tail_suffix(&err)
+        ));
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let mut m = BTreeMap::new();
@@ -125,9 +303,81 @@ fn run_measured(argv: &[String]) -> Result<(BTreeMap<String, f64>, usize), Strin
     m.insert("max RSS KiB".to_string(), ru.ru_maxrss as f64);
     m.extend(crate::perf::derive(&counters.read()));
     let own = extract_metrics(&out);
-    let n = own.len();
+    let printed = Printed {
+        own: own.len(),
+        json: serde_json::from_str::<serde_json::Value>(out.trim()).is_ok(),
+        empty: out.trim().is_empty(),
+    };
     m.extend(own);
-    Ok((m, n))
+    Ok((m, printed))
+}
+
+/// `: <stderr tail>`, or nothing for a run that printed nothing on stderr.
+fn tail_suffix(err: &str) -> String {
+    let t = stderr_tail(err);
+    if t.is_empty() {
+        String::new()
+    } else {
+        format!(": {t}")
+    }
+}
+
+/// A wait status as a reader wants it: `exit code N` or `killed by signal S (NAME)`.
+pub fn describe_status(status: i32) -> String {
+    if libc::WIFEXITED(status) {
+        format!("exit code {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        let name = match sig {
+            libc::SIGHUP => " (SIGHUP)",
+            libc::SIGINT => " (SIGINT)",
+            libc::SIGQUIT => " (SIGQUIT)",
+            libc::SIGILL => " (SIGILL)",
+            libc::SIGABRT => " (SIGABRT)",
+            libc::SIGBUS => " (SIGBUS)",
+            libc::SIGFPE => " (SIGFPE)",
+            libc::SIGKILL => " (SIGKILL)",
+            libc::SIGSEGV => " (SIGSEGV)",
+            libc::SIGPIPE => " (SIGPIPE)",
+            libc::SIGTERM => " (SIGTERM)",
+            _ => "",
+        };
+        format!("killed by signal {sig}{name}")
+    } else {
+        format!("wait status {status:#x}")
+    }
+}
+
+/// Lines of stderr shown when a run fails.
+const TAIL_LINES: usize = 4;
+
+/// The end of a failed run's stderr, in order, on one line (` | ` between
+/// lines): its last [`TAIL_LINES`] non-blank lines and, when it came earlier
+/// (a panic followed by its backtrace), the last line that reads as the
+/// error itself (`error...`, `... panicked at ...` and its message,
+/// `cmwq: ...`), before a `...`.
+pub fn stderr_tail(err: &str) -> String {
+    let lines: Vec<&str> = err
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let from = lines.len().saturating_sub(TAIL_LINES);
+    let is_error = |l: &str| {
+        let t = l.trim_start().to_ascii_lowercase();
+        t.starts_with("error") || t.contains("panicked at") || t.starts_with("cmwq: ")
+    };
+    let mut shown: Vec<&str> = Vec::new();
+    if let Some(i) = lines[..from].iter().rposition(|l| is_error(l)) {
+        shown.push(lines[i]);
+        // A panic's message is on the line after `panicked at file:line:col:`.
+        if lines[i].contains("panicked at") && i + 1 < from {
+            shown.push(lines[i + 1]);
+        }
+        shown.push("...");
+    }
+    shown.extend(&lines[from..]);
+    shown.join(" | ")
 }
 
 fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage), String> {
@@ -143,6 +393,30 @@ fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage), String> {
         return Err(format!("wait4: {}", std::io::Error::last_os_error()));
     }
     Ok((status, ru))
+}
+
+/// Blocks until child `pid` exited (or was killed), leaving it unreaped.
+fn wait_exited(pid: libc::pid_t) -> Result<(), String> {
+    loop {
+        // SAFETY: `info` is owned by this frame and only written by waitid;
+        // WNOWAIT leaves the child to be reaped by `wait4`.
+        let r = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("waitid: {e}"));
+        }
+    }
 }
 
 /// Numbers a command reports on stdout: a `cmwq-bench/1` document's summary
@@ -382,6 +656,66 @@ mod tests {
         assert_eq!(m.len(), 1);
         assert_eq!(m["x"], 1.5);
         assert!(extract_metrics("hello").is_empty());
+    }
+
+    #[test]
+    fn stderr_tails_keep_the_order_and_the_error_line() {
+        assert_eq!(stderr_tail(""), "");
+        assert_eq!(stderr_tail("one\ntwo\n\n"), "one | two");
+        assert_eq!(stderr_tail("a\nb\nc\nd\ne\n"), "b | c | d | e");
+        let panic = "thread 'main' panicked at src/x.rs:1:2:\ncapacity overflow\nstack backtrace:\n   0: f\n   1: g\n   2: h\nnote: run with RUST_BACKTRACE=full\n";
+        assert_eq!(
+            stderr_tail(panic),
+            "thread 'main' panicked at src/x.rs:1:2: | capacity overflow | ... |    0: f |    1: g |    2: h | note: run with RUST_BACKTRACE=full"
+        );
+        assert_eq!(
+            stderr_tail("cmwq: --items 0: bad\nx\ny\nz\nw\n"),
+            "cmwq: --items 0: bad | ... | x | y | z | w"
+        );
+    }
+
+    #[test]
+    fn statuses_read_as_exit_codes_and_signals() {
+        let run = |sh: &str| {
+            let st = Command::new("sh").args(["-c", sh]).status().unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            describe_status(st.into_raw())
+        };
+        assert_eq!(run("exit 1"), "exit code 1");
+        assert_eq!(run("exit 3"), "exit code 3");
+        assert_eq!(run("kill -9 $$"), "killed by signal 9 (SIGKILL)");
+    }
+
+    #[test]
+    fn a_run_past_its_timeout_or_output_cap_is_killed_and_says_why() {
+        let argv = |s: &str| vec!["sh".to_string(), "-c".to_string(), s.to_string()];
+        let side = |s: &str| Side {
+            label: "A".into(),
+            argv: argv(s),
+            json: false,
+        };
+        let limits = RunLimits {
+            timeout: Duration::from_secs(1),
+            max_captured: 1000,
+        };
+        // A child of the shell that keeps the pipes open is killed too (its group).
+        let e = run_side_limited(&side("echo started >&2; sleep 1000 & sleep 1000"), &limits)
+            .unwrap_err();
+        assert!(
+            e.contains("timed out after 1 s (--timeout) and was killed: started"),
+            "{e}"
+        );
+        let e = run_side_limited(&side("yes"), &limits).unwrap_err();
+        assert!(e.contains("printed more than 1000 B on stdout"), "{e}");
+        let e = run_side_limited(&side("echo boom >&2; exit 2"), &limits).unwrap_err();
+        assert!(e.ends_with("failed (exit code 2): boom"), "{e}");
+        let r = run_side_limited(&side("echo hello"), &limits).unwrap();
+        assert_eq!(r.no_metrics.as_deref(), Some("its stdout is not JSON"));
+        assert!(r.metrics.contains_key("wall s"));
+        let r = run_side_limited(&side("true"), &limits).unwrap();
+        assert_eq!(r.no_metrics.as_deref(), Some("its stdout is empty"));
+        let r = run_side_limited(&side(r#"echo '{"metrics":{"x":1}}'"#), &limits).unwrap();
+        assert_eq!((r.no_metrics, r.metrics.get("x")), (None, Some(&1.0)));
     }
 
     #[test]

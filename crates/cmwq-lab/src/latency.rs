@@ -35,8 +35,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::limits::Limits;
+
 /// Work items in the stream's ring.
 pub const SLOTS: usize = 64;
+
+/// Longest `interval` accepted (`--interval-us`): 10 s.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
+/// Longest `duration` accepted (`--duration-ms`): one hour.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+/// Longest `hog_period` accepted (`--hog-period-ms`): 10 s.
+pub const MAX_HOG_PERIOD: Duration = Duration::from_secs(10);
+/// Longest `work` accepted (`--work-us`): 1 s.
+pub const MAX_WORK: Duration = Duration::from_secs(1);
+/// Bytes kept per item of the stream: its two samples, then the sorted
+/// copies the statistics are computed from.
+pub const BYTES_PER_SAMPLE: u64 = 48;
 
 /// Priority of the stream's workqueue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -94,15 +108,39 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 
 impl LatencyConfig {
     /// Rejects values the run cannot honour; the message names the option.
+    /// Sizes are checked against this process's [`Limits`].
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_with(&Limits::of_this_process())
+    }
+
+    /// [`validate`](Self::validate) against the given limits: at most
+    /// `limits.threads` hogs, the durations within their `MAX_*` constants,
+    /// and `duration / interval` samples of [`BYTES_PER_SAMPLE`] within
+    /// `limits.memory`.
+    pub fn validate_with(&self, limits: &Limits) -> Result<(), String> {
         if !(self.duty > 0.0 && self.duty <= 1.0) {
             return Err(format!(
                 "--duty {}: must be in (0, 1], e.g. 0.9 for 90%",
                 self.duty
             ));
         }
+        limits.check_threads("--hogs", self.hogs, "CPU hog threads")?;
         if self.interval.is_zero() {
             return Err("--interval-us 0: need a pause between items".into());
+        }
+        if self.interval > MAX_INTERVAL {
+            return Err(format!(
+                "--interval-us {}: at most {} (10 s)",
+                self.interval.as_micros(),
+                MAX_INTERVAL.as_micros()
+            ));
+        }
+        if self.duration > MAX_DURATION {
+            return Err(format!(
+                "--duration-ms {}: at most {} (one hour)",
+                self.duration.as_millis(),
+                MAX_DURATION.as_millis()
+            ));
         }
         if self.duration < self.interval {
             return Err(format!(
@@ -114,7 +152,59 @@ impl LatencyConfig {
         if self.hog_period.is_zero() {
             return Err("--hog-period-ms 0: a hog cycle needs a length".into());
         }
-        Ok(())
+        if self.hog_period > MAX_HOG_PERIOD {
+            return Err(format!(
+                "--hog-period-ms {}: at most {} (10 s)",
+                self.hog_period.as_millis(),
+                MAX_HOG_PERIOD.as_millis()
+            ));
+        }
+        if self.work > MAX_WORK {
+            return Err(format!(
+                "--work-us {}: at most {} (1 s)",
+                self.work.as_micros(),
+                MAX_WORK.as_micros()
+            ));
+        }
+        let items = self.items();
+        let max_items = limits.memory / BYTES_PER_SAMPLE;
+        limits.check_memory(
+            "--duration-ms",
+            format!(
+                "{} with --interval-us {}",
+                self.duration.as_millis(),
+                self.interval.as_micros()
+            ),
+            items.checked_mul(BYTES_PER_SAMPLE),
+            &format!("{items} items ({BYTES_PER_SAMPLE} bytes an item)"),
+            &format!(
+                "at most {max_items} items: a shorter --duration-ms or a longer --interval-us"
+            ),
+        )
+    }
+
+    /// Items the stream queues at most: one per interval of the duration, plus
+    /// the first.
+    pub fn items(&self) -> u64 {
+        let n = self.duration.as_nanos() / self.interval.as_nanos().max(1);
+        u64::try_from(n).unwrap_or(u64::MAX).saturating_add(1)
+    }
+}
+
+/// Why the stream's workqueue could not be built, in the command line's
+/// terms: a priority this process may not take names `--priority` and
+/// `--priority-fallback` (the library's message names its builder call).
+pub fn build_error(p: Priority, e: cmwq::Error) -> String {
+    let name = match p {
+        Priority::Normal => "normal",
+        Priority::High => "high",
+        Priority::Fifo => "fifo",
+    };
+    match e {
+        cmwq::Error::PriorityDenied { wanted, reason } => format!(
+            "--priority {name}: cannot run workers at {wanted}: {reason}; pass --priority-fallback to run at the best allowed priority instead"
+        ),
+        e => format!("building latency_wq at priority {name}: {e}"),
     }
 }
 
@@ -279,7 +369,7 @@ fn build_wq(
         .priority(prio)
         .priority_fallback(fallback)
         .build()
-        .map_err(|e| format!("building latency_wq at priority {p:?}: {e}"))?;
+        .map_err(|e| build_error(p, e))?;
     let st = wq.stats();
     // Nice-0 pools keep the nice their threads inherit (a run under `nice -n
     // 5` has workers at 5): say what they really run at.
@@ -311,7 +401,7 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
     let (wq, workers_at, mut note) = build_wq(cfg.priority, cfg.fallback)?;
     let cpus = crate::bench::sys::allowed_cpus();
     let epoch = Instant::now();
-    let cap = (cfg.duration.as_nanos() / cfg.interval.as_nanos().max(1)) as usize + 1;
+    let cap = usize::try_from(cfg.items()).map_err(|_| "too many items".to_string())?;
     let samples = Arc::new(Mutex::new(Vec::<(u64, u64)>::with_capacity(cap)));
     let slots: Arc<Vec<Slot>> = Arc::new(
         (0..SLOTS)
@@ -342,12 +432,13 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
         })
         .collect();
     let stop = AtomicBool::new(false);
-    let (queued, missed) = std::thread::scope(|sc| {
+    let (queued, missed, hogs) = std::thread::scope(|sc| {
+        let mut hogs = Vec::with_capacity(cfg.hogs);
         for h in 0..cfg.hogs {
             let cpu = cpus.get(h % cpus.len().max(1)).copied();
             let stop = &stop;
             let (period, duty) = (cfg.hog_period, cfg.duty);
-            sc.spawn(move || {
+            hogs.push(sc.spawn(move || {
                 if let Some(c) = cpu {
                     let _ = crate::bench::sys::pin_current_thread(c);
                 }
@@ -359,7 +450,7 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
                         std::thread::sleep(off);
                     }
                 }
-            });
+            }));
         }
         // Let the hogs reach their duty cycle before the first item.
         std::thread::sleep(cfg.hog_period * 2);
@@ -397,8 +488,14 @@ pub fn run(cfg: &LatencyConfig) -> Result<LatencyReport, String> {
         }
         wq.flush();
         stop.store(true, Ordering::Relaxed);
-        (queued, missed)
+        // A hog that died (panicked) fails the run with its message.
+        let hogs: Result<(), String> = hogs.into_iter().enumerate().try_for_each(|(h, j)| {
+            j.join()
+                .map_err(|p| format!("hog {h} panicked: {}", crate::limits::panic_message(&*p)))
+        });
+        (queued, missed, hogs)
     });
+    hogs?;
     let samples = samples.lock().unwrap_or_else(|e| e.into_inner());
     if samples.len() as u64 != queued {
         return Err(format!(
@@ -490,7 +587,73 @@ mod tests {
         c.duration = Duration::from_micros(10);
         assert!(c.validate().unwrap_err().contains("--duration-ms"));
         assert!("rt".parse::<Priority>().unwrap_err().contains("'rt'"));
+        let limits = Limits {
+            memory: 48 << 10,
+            threads: 4,
+        };
+        assert_eq!(ok.validate_with(&limits), Ok(()));
+        let mut c = ok.clone();
+        c.hogs = 5;
+        assert!(
+            c.validate_with(&limits)
+                .unwrap_err()
+                .starts_with("--hogs 5: at most 4")
+        );
+        let mut c = ok.clone();
+        c.interval = Duration::from_secs(11);
+        c.duration = Duration::from_secs(20);
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .starts_with("--interval-us 11000000: at most")
+        );
+        let mut c = ok.clone();
+        c.duration = Duration::from_secs(3601);
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .starts_with("--duration-ms 3601000: at most")
+        );
+        let mut c = ok.clone();
+        c.hog_period = Duration::from_secs(11);
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .starts_with("--hog-period-ms 11000")
+        );
+        let mut c = ok.clone();
+        c.work = Duration::from_secs(2);
+        assert!(c.validate().unwrap_err().starts_with("--work-us 2000000"));
+        // 48 KiB hold 1024 samples: 1024 items fit, 1025 do not.
+        let mut c = ok.clone();
+        c.interval = Duration::from_micros(1);
+        c.duration = Duration::from_micros(1023);
+        assert_eq!(c.validate_with(&limits), Ok(()));
+        c.duration = Duration::from_micros(1024);
+        let e = c.validate_with(&limits).unwrap_err();
+        assert!(
+            e.starts_with("--duration-ms 1 with --interval-us 1: 1025 items"),
+            "{e}"
+        );
+        assert!(e.contains("at most 1024 items"), "{e}");
         assert_eq!("high".parse::<Priority>(), Ok(Priority::High));
+    }
+
+    #[test]
+    fn a_denied_priority_names_the_flags_not_the_library_call() {
+        let e = build_error(
+            Priority::Fifo,
+            cmwq::Error::PriorityDenied {
+                wanted: "fifo 1".into(),
+                reason: "EPERM".into(),
+            },
+        );
+        assert!(
+            e.starts_with("--priority fifo: cannot run workers at fifo 1: EPERM"),
+            "{e}"
+        );
+        assert!(e.contains("--priority-fallback"), "{e}");
+        assert!(!e.contains("priority_fallback("), "{e}");
     }
 
     #[test]

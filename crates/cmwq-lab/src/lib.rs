@@ -9,6 +9,7 @@ pub mod bench;
 pub mod compare;
 pub mod icache;
 pub mod latency;
+pub mod limits;
 pub mod percpu;
 pub mod perf;
 pub mod plot;

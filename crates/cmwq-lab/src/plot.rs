@@ -28,6 +28,34 @@ pub(crate) fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Checks that `--plot PATH` can be written, before a run that could take
+/// minutes: the name ends in `.svg`, and the file can be opened for writing
+/// (an existing file is opened without truncating it; a new one is created
+/// and removed again). The message names `--plot` and the path.
+pub fn check_plot_path(path: &std::path::Path) -> Result<(), String> {
+    let shown = path.display();
+    let svg = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if !svg {
+        return Err(format!("--plot {shown}: the plot is SVG, name it FILE.svg"));
+    }
+    if path.is_dir() {
+        return Err(format!("--plot {shown}: is a directory"));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(!existed)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| format!("--plot {shown}: cannot write it: {e}"))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 /// A "nice" axis maximum at or above `v`.
 pub(crate) fn nice_max(v: f64) -> f64 {
     if v <= 0.0 {
@@ -238,6 +266,30 @@ mod tests {
             v[..v.find('"').unwrap()].parse().unwrap()
         };
         assert!(cy("1", "0") < cy("0", "0"));
+    }
+
+    #[test]
+    fn plot_paths_are_checked_without_leaving_files() {
+        let dir = std::env::temp_dir().join(format!("cmwq-plot-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let new = dir.join("new.SVG");
+        assert_eq!(check_plot_path(&new), Ok(()));
+        assert!(!new.exists(), "the check left {new:?} behind");
+        let old = dir.join("old.svg");
+        std::fs::write(&old, "keep").unwrap();
+        assert_eq!(check_plot_path(&old), Ok(()));
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "keep");
+        let e = check_plot_path(&dir.join("x.png")).unwrap_err();
+        assert!(
+            e.starts_with("--plot ") && e.contains("x.png: the plot is SVG"),
+            "{e}"
+        );
+        let e = check_plot_path(std::path::Path::new("/nonexistent/dir/x.svg")).unwrap_err();
+        assert!(
+            e.starts_with("--plot /nonexistent/dir/x.svg: cannot write it"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

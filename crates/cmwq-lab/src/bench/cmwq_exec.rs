@@ -46,7 +46,7 @@ impl ExecutorFactory for CmwqFactory {
 /// The run's `bench_wq`, and the online CPUs of the synthetic topology if any.
 fn build_wq(ctx: &BuildCtx<'_>) -> Result<(cmwq::Workqueue, Option<Vec<usize>>), String> {
     {
-        let scope = ctx.scope.ok_or("cmwq: a run needs an affinity scope")?;
+        let scope = ctx.scope.ok_or("a run needs an affinity scope")?;
         let mut b = cmwq::Workqueue::builder("bench_wq")
             .unbound()
             .affinity_scope(scope)
@@ -69,13 +69,11 @@ fn build_wq(ctx: &BuildCtx<'_>) -> Result<(cmwq::Workqueue, Option<Vec<usize>>),
         let mut virt = None;
         if let Some(spec) = ctx.synthetic {
             let t = cmwq::topology::Topology::from_synthetic(spec)
-                .map_err(|e| format!("cmwq: --synthetic: {e}"))?;
+                .map_err(|e| format!("--synthetic: {e}"))?;
             virt = Some(t.online().to_vec());
             b = b.topology(Arc::new(t));
         }
-        let wq = b
-            .build()
-            .map_err(|e| format!("cmwq: building bench_wq ({scope}): {e}"))?;
+        let wq = b.build().map_err(|e| format!("building bench_wq: {e}"))?;
         Ok((wq, virt))
     }
 }
@@ -138,10 +136,7 @@ impl Producer for CmwqProducer<'_> {
             Some(c) => self.wq.queue_on(c, &self.works[slot]).unwrap_or(false),
             None => self.wq.queue(&self.works[slot]),
         };
-        assert!(
-            queued,
-            "cmwq: work of slot {slot} still pending when re-queued"
-        );
+        assert!(queued, "work of slot {slot} still pending when re-queued");
     }
 }
 

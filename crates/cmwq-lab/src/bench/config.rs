@@ -2,6 +2,8 @@
 
 use cmwq::topology::Scope;
 
+use crate::limits::Limits;
+
 /// The scopes in the order the kernel benchmark runs them
 /// (`cpu, smt, cache_shard, cache, numa, system`; note `cache_shard` before `cache`,
 /// unlike the enum order of [`Scope::ALL`]).
@@ -15,7 +17,18 @@ pub const KERNEL_SCOPE_ORDER: [Scope; 6] = [
 ];
 
 /// Most producer threads accepted (the kernel caps `nr_threads` too).
-pub const MAX_THREADS: usize = 4096;
+pub const MAX_THREADS: usize = crate::limits::MAX_THREADS;
+
+/// Bytes a run keeps per item: its enqueue and round-trip samples (8 bytes
+/// each), once in the producer and once merged in the main thread.
+pub const BYTES_PER_ITEM: u64 = 32;
+
+/// Bytes a run keeps per in-flight slot of a producer: its start time and
+/// the executor's work item (cmwq's `Work` and its closure), rounded up.
+pub const BYTES_PER_SLOT: u64 = 512;
+
+/// Most rounds accepted (every run's result is kept for the summary).
+pub const MAX_ROUNDS: usize = 10_000;
 
 /// Parameters of one `cmwq bench` invocation.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -75,17 +88,21 @@ impl BenchConfig {
         }
     }
 
-    /// Reject values the run cannot honour; the message names the option and value.
+    /// Reject values the run cannot honour; the message names the option and
+    /// value. Sizes are checked against this process's [`Limits`].
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_with(&Limits::of_this_process())
+    }
+
+    /// [`validate`](Self::validate) against the given limits: at most
+    /// `limits.threads` producers and workers, at most [`MAX_ROUNDS`] rounds,
+    /// and `threads × (items × BYTES_PER_ITEM + batch × BYTES_PER_SLOT)`
+    /// within `limits.memory`.
+    pub fn validate_with(&self, limits: &Limits) -> Result<(), String> {
         if self.threads == 0 {
             return Err("--threads 0: need at least one producer thread".into());
         }
-        if self.threads > MAX_THREADS {
-            return Err(format!(
-                "--threads {}: at most {MAX_THREADS} producer threads",
-                self.threads
-            ));
-        }
+        limits.check_threads("--threads", self.threads, "producer threads")?;
         if self.items == 0 {
             return Err("--items 0: each producer needs at least one item".into());
         }
@@ -98,12 +115,47 @@ impl BenchConfig {
                 self.batch, self.items
             ));
         }
+        let t = self.threads as u64;
+        let per_thread = |n: usize, bytes: u64| (n as u64).checked_mul(bytes);
+        let items = per_thread(self.items, BYTES_PER_ITEM).and_then(|b| b.checked_mul(t));
+        let max_items = limits.memory / t / BYTES_PER_ITEM;
+        limits.check_memory(
+            "--items",
+            self.items,
+            items,
+            &format!(
+                "{} producers x {} items ({BYTES_PER_ITEM} bytes an item)",
+                self.threads, self.items
+            ),
+            &format!(
+                "at most {max_items} items per producer with --threads {}",
+                self.threads
+            ),
+        )?;
+        let slots = per_thread(self.batch, BYTES_PER_SLOT).and_then(|b| b.checked_mul(t));
+        limits.check_memory(
+            "--batch",
+            self.batch,
+            slots.and_then(|s| s.checked_add(items?)),
+            &format!(
+                "{} producers x {} items ({BYTES_PER_ITEM} bytes an item) and x {} in flight ({BYTES_PER_SLOT} bytes each)",
+                self.threads, self.items, self.batch
+            ),
+            "",
+        )?;
         if self.rounds == 0 {
             return Err("--rounds 0: need at least one round".into());
+        }
+        if self.rounds > MAX_ROUNDS {
+            return Err(format!(
+                "--rounds {}: at most {MAX_ROUNDS} rounds",
+                self.rounds
+            ));
         }
         if self.workers == 0 {
             return Err("--workers 0: every executor needs at least one worker".into());
         }
+        limits.check_threads("--workers", self.workers, "worker threads")?;
         if self.cache_shard_size == Some(0) {
             return Err("--cache-shard-size 0: a shard needs at least one core".into());
         }
@@ -183,6 +235,9 @@ mod tests {
         bad(|c| c.batch = 0, "--batch 0");
         bad(|c| c.rounds = 0, "--rounds 0");
         bad(|c| c.workers = 0, "--workers 0");
+        bad(|c| c.workers = MAX_THREADS + 1, "--workers 4097");
+        bad(|c| c.rounds = MAX_ROUNDS + 1, "--rounds 10001");
+        bad(|c| c.items = usize::MAX, "--items 18446744073709551615");
         bad(|c| c.cache_shard_size = Some(0), "--cache-shard-size 0");
         bad(
             |c| {
@@ -195,6 +250,39 @@ mod tests {
         c.items = 64;
         c.batch = 64;
         assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn sizes_are_checked_against_the_limits() {
+        let l = Limits {
+            memory: 1 << 20,
+            threads: 4,
+        };
+        let mut c = BenchConfig::with_defaults(2);
+        c.items = 1000;
+        assert_eq!(c.validate_with(&l), Ok(()));
+        c.threads = 5;
+        let e = c.validate_with(&l).unwrap_err();
+        assert!(e.starts_with("--threads 5: at most 4"), "{e}");
+        c.threads = 2;
+        c.workers = 5;
+        assert!(c.validate_with(&l).unwrap_err().starts_with("--workers 5"));
+        c.workers = 2;
+        // 2 x 16384 items x 32 bytes is the whole MiB; one more is too many.
+        c.items = 16_385;
+        let e = c.validate_with(&l).unwrap_err();
+        assert!(
+            e.starts_with("--items 16385: 2 producers x 16385 items"),
+            "{e}"
+        );
+        assert!(
+            e.contains("at most 16384 items per producer with --threads 2"),
+            "{e}"
+        );
+        c.items = 8000;
+        c.batch = 8000;
+        let e = c.validate_with(&l).unwrap_err();
+        assert!(e.starts_with("--batch 8000"), "{e}");
     }
 
     #[test]

@@ -136,10 +136,11 @@ pub fn run_bench(
 
 /// The start gate: `complete_all(&start_comp)`, plus a count of producers ready, so
 /// the clock starts only once every producer built its submit handle, and an abort
-/// for when a producer could not be spawned.
+/// for when a producer could not be spawned or died before it was ready.
 struct StartGate {
-    /// (producers ready, 0 = closed / 1 = open / 2 = aborted)
-    state: Mutex<(usize, u8)>,
+    /// (producers ready, 0 = closed / 1 = open / 2 = aborted, a producer died
+    /// before it was ready)
+    state: Mutex<(usize, u8, bool)>,
     cv: Condvar,
     /// Producers not finished yet; the last one to finish unparks `main`.
     running: AtomicUsize,
@@ -153,7 +154,7 @@ impl StartGate {
     /// A closed gate for `n` producers, opened by the calling thread.
     fn new(n: usize) -> StartGate {
         StartGate {
-            state: Mutex::new((0, 0)),
+            state: Mutex::new((0, 0, false)),
             cv: Condvar::new(),
             running: AtomicUsize::new(n),
             main: thread::current(),
@@ -161,44 +162,67 @@ impl StartGate {
         }
     }
 
+    /// The state, whether or not a thread panicked while holding it (the
+    /// gate's data stays consistent: every update is a single store).
+    fn state(&self) -> std::sync::MutexGuard<'_, (usize, u8, bool)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Producer side: register `done`, announce ready, sleep until opened; false if aborted.
     fn arrive_and_wait(&self, done: &Arc<Completion>) -> bool {
         self.completions
             .lock()
-            .expect("start gate")
+            .unwrap_or_else(|e| e.into_inner())
             .push(done.clone());
-        let mut g = self.state.lock().expect("start gate");
+        let mut g = self.state();
         g.0 += 1;
         self.cv.notify_all();
         while g.1 == 0 {
-            g = self.cv.wait(g).expect("start gate");
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
         }
         g.1 == 1
     }
 
-    /// Main side: wait until `n` producers are ready.
-    fn wait_ready(&self, n: usize) {
-        let mut g = self.state.lock().expect("start gate");
-        while g.0 < n {
-            g = self.cv.wait(g).expect("start gate");
+    /// Producer side: this producer dies (panics) before it was ready; the
+    /// main thread must not wait for it.
+    fn died_before_ready(&self) {
+        self.state().2 = true;
+        self.cv.notify_all();
+    }
+
+    /// Main side: wait until `n` producers are ready (true), or until one died
+    /// before it was ready (false).
+    fn wait_ready(&self, n: usize) -> bool {
+        let mut g = self.state();
+        while g.0 < n && !g.2 {
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
         }
+        !g.2
     }
 
     /// Main side: open (`true`) or abort (`false`) the gate.
     fn release(&self, open: bool) {
-        let mut g = self.state.lock().expect("start gate");
+        let mut g = self.state();
         g.1 = if open { 1 } else { 2 };
         self.cv.notify_all();
     }
 }
 
-/// Marks one producer finished when dropped (on every return path of its body).
-struct Finished<'a>(&'a StartGate);
+/// Marks one producer finished when dropped (on every return path of its body,
+/// unwinding included); a producer that unwinds before it was ready also
+/// tells the gate, so that the main thread stops waiting for it.
+struct Finished<'a> {
+    gate: &'a StartGate,
+    ready: bool,
+}
 
 impl Drop for Finished<'_> {
     fn drop(&mut self) {
-        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.main.unpark();
+        if !self.ready && thread::panicking() {
+            self.gate.died_before_ready();
+        }
+        if self.gate.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.gate.main.unpark();
         }
     }
 }
@@ -238,13 +262,17 @@ fn producer_body(
     cpu: usize,
     start: &StartGate,
 ) -> Result<ProducerOut, String> {
-    let _finished = Finished(start);
+    let mut finished = Finished {
+        gate: start,
+        ready: false,
+    };
     let pinned = sys::pin_current_thread(cpu);
     let done = Arc::new(Completion::new());
     let mut prod = exec.producer(id, cpu, cfg.batch, done.clone());
     let mut enqueue = Vec::with_capacity(cfg.items);
     let mut round_trip = Vec::with_capacity(cfg.items);
     let mut t0s = vec![Instant::now(); cfg.batch];
+    finished.ready = true;
     if !start.arrive_and_wait(&done) {
         return Err("aborted before the start".into());
     }
@@ -280,6 +308,41 @@ fn producer_body(
     })
 }
 
+/// Joins every producer; the first error, or the message of the first producer
+/// that panicked, labelled with the run.
+fn join_producers(
+    handles: Vec<thread::ScopedJoinHandle<'_, Result<ProducerOut, String>>>,
+    job: &Job<'_>,
+) -> Result<Vec<ProducerOut>, String> {
+    let mut first_err = None;
+    let mut outs = Vec::with_capacity(handles.len());
+    for (id, h) in handles.into_iter().enumerate() {
+        let r = h.join().unwrap_or_else(|p| {
+            Err(format!(
+                "producer {id} panicked: {}",
+                crate::limits::panic_message(&*p)
+            ))
+        });
+        match r {
+            Ok(o) => outs.push(o),
+            // A panic says more than the others' "aborted before the start".
+            Err(e) if first_err.is_none() || e.contains("panicked") => {
+                if !first_err
+                    .as_deref()
+                    .is_some_and(|f: &str| f.contains("panicked"))
+                {
+                    first_err = Some(e);
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    match first_err {
+        Some(e) => Err(format!("{}: {e}", job.label())),
+        None => Ok(outs),
+    }
+}
+
 /// One run: build the executor, release the producers, time, measure, drop, count threads.
 pub fn run_once(
     cfg: &BenchConfig,
@@ -299,7 +362,10 @@ pub fn run_once(
         cache_shard_size: cfg.cache_shard_size,
         cpus,
     };
-    let exec = job.factory.build(&ctx)?;
+    let exec = job
+        .factory
+        .build(&ctx)
+        .map_err(|e| format!("{}: {e}", job.label()))?;
     let start = StartGate::new(cfg.threads);
     let (outs, elapsed, usage, idle) = thread::scope(|s| {
         let handles = (0..cfg.threads)
@@ -319,16 +385,18 @@ pub fn run_once(
                 return Err(e);
             }
         };
-        start.wait_ready(cfg.threads);
+        if !start.wait_ready(cfg.threads) {
+            // A producer died before the start: abort the others, report it.
+            start.release(false);
+            return Err(join_producers(handles, job)
+                .err()
+                .unwrap_or_else(|| format!("{}: a producer died before the start", job.label())));
+        }
         let u0 = Usage::now();
         let t0 = Instant::now();
         start.release(true); // complete_all(&start_comp)
         watchdog(&start, cfg.stall_timeout);
-        let outs = handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("producer panicked".into())))
-            .collect::<Result<Vec<ProducerOut>, String>>()
-            .map_err(|e| format!("{}: {e}", job.label()))?;
+        let outs = join_producers(handles, job)?;
         exec.quiesce(); // flush_workqueue
         let elapsed = t0.elapsed();
         let u1 = Usage::now();
@@ -378,4 +446,69 @@ pub fn run_once(
         threads_left: threads_after - threads_before,
         round_trip_cdf: cdf_points(&rt),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::exec::Producer;
+    use std::sync::mpsc;
+
+    /// An executor whose producer 1 panics while building its submit handle,
+    /// before the start gate (as a producer whose buffers cannot be allocated).
+    struct DiesBeforeStart;
+
+    struct Inline(Arc<Completion>);
+
+    impl Producer for Inline {
+        fn submit(&mut self, _slot: usize) {
+            self.0.complete();
+        }
+    }
+
+    impl Executor for DiesBeforeStart {
+        fn producer<'a>(
+            &'a self,
+            id: usize,
+            _cpu: usize,
+            _slots: usize,
+            done: Arc<Completion>,
+        ) -> Box<dyn Producer + 'a> {
+            if id == 1 {
+                panic!("producer setup failed on purpose");
+            }
+            Box::new(Inline(done))
+        }
+    }
+
+    impl ExecutorFactory for DiesBeforeStart {
+        fn name(&self) -> &'static str {
+            "dies"
+        }
+        fn build(&self, _: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
+            Ok(Box::new(DiesBeforeStart))
+        }
+    }
+
+    #[test]
+    fn a_producer_that_dies_before_the_start_aborts_the_run_with_its_message() {
+        let (tx, rx) = mpsc::channel();
+        // The run goes on its own thread: without the abort it would wait at
+        // the gate forever, and the test must fail rather than hang.
+        thread::spawn(move || {
+            let mut cfg = BenchConfig::with_defaults(2);
+            cfg.threads = 3;
+            cfg.items = 10;
+            let f = DiesBeforeStart;
+            let _ = tx.send(run_bench(&cfg, &[&f], |_| {}).map(|_| ()));
+        });
+        let r = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the run hung at the start gate");
+        let e = r.unwrap_err();
+        assert!(
+            e.contains("dies: producer 1 panicked: producer setup failed on purpose"),
+            "{e}"
+        );
+    }
 }

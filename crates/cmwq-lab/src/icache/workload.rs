@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::bench::Completion;
+use crate::limits::Limits;
 
 /// Which work function the items run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -240,14 +241,39 @@ pub fn resident_item(id: u64) -> u64 {
     id.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)
 }
 
+/// Most items a run accepts (`--items`): 2^40.
+pub const MAX_ITEMS: u64 = 1 << 40;
+
+/// Bytes per item in flight: a `cmwq::Work` and its closure, rounded up.
+pub const BYTES_PER_SLOT: u64 = 512;
+
+impl WorkloadConfig {
+    /// Rejects values the run cannot honour, naming the option and the
+    /// limit: `items` in 1..=[`MAX_ITEMS`], `batch` at least 1 and its work
+    /// items ([`BYTES_PER_SLOT`] each) within the memory [`Limits`].
+    pub fn validate_with(&self, limits: &Limits) -> Result<(), String> {
+        if self.items == 0 {
+            return Err("--items 0: need at least one item".into());
+        }
+        if self.items > MAX_ITEMS {
+            return Err(format!("--items {}: at most {MAX_ITEMS}", self.items));
+        }
+        if self.batch == 0 {
+            return Err("--batch 0: need at least one item in flight".into());
+        }
+        limits.check_memory(
+            "--batch",
+            self.batch,
+            (self.batch as u64).checked_mul(BYTES_PER_SLOT),
+            &format!("{} work items ({BYTES_PER_SLOT} bytes each)", self.batch),
+            &format!("at most {} items in flight", limits.memory / BYTES_PER_SLOT),
+        )
+    }
+}
+
 /// Runs one workload to the end on a fresh unbound workqueue.
 pub fn run(cfg: WorkloadConfig) -> Result<WorkloadResult, String> {
-    if cfg.items == 0 {
-        return Err("--items 0: need at least one item".into());
-    }
-    if cfg.batch == 0 {
-        return Err("--batch 0: need at least one item in flight".into());
-    }
+    cfg.validate_with(&Limits::of_this_process())?;
     let wq = cmwq::Workqueue::builder("icache_wq")
         .unbound()
         .build()
@@ -369,6 +395,31 @@ mod tests {
             })
             .unwrap_err()
             .contains("--batch 0")
+        );
+        let limits = Limits {
+            memory: 1 << 20,
+            threads: 1,
+        };
+        let e = WorkloadConfig { batch: 2049, ..cfg };
+        let e = WorkloadConfig { items: 1, ..e }
+            .validate_with(&limits)
+            .unwrap_err();
+        assert!(e.starts_with("--batch 2049: 2049 work items"), "{e}");
+        assert!(e.contains("at most 2048 items in flight"), "{e}");
+        let e = run(WorkloadConfig {
+            items: 1,
+            batch: usize::MAX,
+            ..cfg
+        })
+        .unwrap_err();
+        assert!(e.starts_with("--batch 18446744073709551615"), "{e}");
+        assert!(
+            run(WorkloadConfig {
+                items: u64::MAX,
+                ..cfg
+            })
+            .unwrap_err()
+            .starts_with("--items 18446744073709551615: at most")
         );
         assert_eq!(Workload::parse("frontend"), Ok(Workload::Frontend));
         assert!(Workload::parse("nginx").unwrap_err().contains("nginx"));

@@ -24,6 +24,7 @@ use cmwq::sched;
 use super::Variant;
 use super::cache::{CAPACITY, Depot, Magazine, Obj};
 use super::clock;
+use crate::limits::Limits;
 use crate::stats::Summary;
 
 /// What to run.
@@ -37,6 +38,59 @@ pub struct CostConfig {
     pub ops: usize,
     /// Objects allocated before they are freed again (at least 1).
     pub burst: usize,
+}
+
+/// Most timed runs per variant accepted (`--runs`).
+pub const MAX_RUNS: usize = 100_000;
+/// Most allocations per run accepted (`--ops`): 2^40.
+pub const MAX_OPS: usize = 1 << 40;
+/// Bytes per object of a variant's depot (`--burst` plus two magazines):
+/// the 64-byte object, the allocator's header and the pointers to it.
+pub const BYTES_PER_OBJECT: u64 = 96;
+
+impl CostConfig {
+    /// Rejects values the run cannot honour, naming the option and the limit:
+    /// every count at least 1, `runs` and `ops` within [`MAX_RUNS`] and
+    /// [`MAX_OPS`], and the depots' objects, `variants × (burst + 2 ×
+    /// CAPACITY) × BYTES_PER_OBJECT`, within this process's memory [`Limits`].
+    pub fn validate(&self) -> Result<(), String> {
+        self.validate_with(&Limits::of_this_process())
+    }
+
+    /// [`validate`](Self::validate) against the given limits.
+    pub fn validate_with(&self, limits: &Limits) -> Result<(), String> {
+        if self.runs == 0 || self.ops == 0 || self.burst == 0 {
+            return Err(format!(
+                "--runs {}, --ops {}, --burst {}: each must be at least 1",
+                self.runs, self.ops, self.burst
+            ));
+        }
+        if self.variants.is_empty() {
+            return Err("--mode: no variant to run".into());
+        }
+        if self.runs > MAX_RUNS {
+            return Err(format!("--runs {}: at most {MAX_RUNS}", self.runs));
+        }
+        if self.ops > MAX_OPS {
+            return Err(format!("--ops {}: at most {MAX_OPS}", self.ops));
+        }
+        let v = self.variants.len() as u64;
+        let need = (self.burst as u64)
+            .checked_add(2 * CAPACITY as u64)
+            .and_then(|n| n.checked_mul(BYTES_PER_OBJECT))
+            .and_then(|n| n.checked_mul(v));
+        let max = (limits.memory / v / BYTES_PER_OBJECT).saturating_sub(2 * CAPACITY as u64);
+        limits.check_memory(
+            "--burst",
+            self.burst,
+            need,
+            &format!(
+                "{} variant(s) x {} objects ({BYTES_PER_OBJECT} bytes each)",
+                v, self.burst
+            ),
+            &format!("at most {max} objects in a burst"),
+        )
+    }
 }
 
 impl Default for CostConfig {
@@ -136,15 +190,7 @@ pub fn run_cost(
     cfg: &CostConfig,
     progress: &mut (dyn FnMut(usize, usize) + Send),
 ) -> Result<CostReport, String> {
-    if cfg.runs == 0 || cfg.ops == 0 || cfg.burst == 0 {
-        return Err(format!(
-            "runs ({}), ops ({}) and burst ({}) must all be at least 1",
-            cfg.runs, cfg.ops, cfg.burst
-        ));
-    }
-    if cfg.variants.is_empty() {
-        return Err("no variant to run".into());
-    }
+    cfg.validate()?;
     let ticks_per_ns = clock::ticks_per_ns();
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -206,6 +252,50 @@ pub fn run_cost(
             })
         })
         .join()
-        .map_err(|_| "the benchmark thread panicked".to_string())?
+        .map_err(|p| {
+            format!(
+                "the benchmark thread panicked: {}",
+                crate::limits::panic_message(&*p)
+            )
+        })?
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_name_the_option_and_the_limit() {
+        let limits = Limits {
+            memory: 1 << 20,
+            threads: 1,
+        };
+        let ok = CostConfig::default();
+        assert_eq!(ok.validate_with(&limits), Ok(()));
+        let bad = |f: fn(&mut CostConfig), needle: &str| {
+            let mut c = ok.clone();
+            f(&mut c);
+            let e = c.validate_with(&limits).unwrap_err();
+            assert!(
+                e.starts_with(needle),
+                "{e:?} does not start with {needle:?}"
+            );
+        };
+        bad(|c| c.burst = 0, "--runs 10, --ops 1000000, --burst 0");
+        bad(|c| c.runs = MAX_RUNS + 1, "--runs 100001: at most");
+        bad(
+            |c| c.ops = usize::MAX,
+            "--ops 18446744073709551615: at most",
+        );
+        bad(
+            |c| c.burst = usize::MAX,
+            "--burst 18446744073709551615: 3 variant(s)",
+        );
+        // 1 MiB / 3 variants / 96 bytes = 3640 objects, 128 of them the magazines'.
+        bad(|c| c.burst = 3513, "--burst 3513");
+        let mut c = ok.clone();
+        c.burst = 3512;
+        assert_eq!(c.validate_with(&limits), Ok(()));
+    }
 }
