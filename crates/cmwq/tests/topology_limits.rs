@@ -251,3 +251,263 @@ fn files_longer_than_the_cap_are_refused() {
     );
     assert!(peak < 4 * MIB, "{peak} bytes for one capped file");
 }
+
+mod random_trees {
+    //! Random trees: random files present or missing, random contents
+    //! (garbage bytes, cpu lists with ranges up to and past the id limit,
+    //! hex masks, NUL padding), random and out-of-range `cpuN` / `nodeN`
+    //! directories.  Reading must not panic, must stay within a fixed memory
+    //! bound, and must give either a topology whose pods partition its
+    //! online CPUs or an error naming a file of the tree.
+
+    use super::*;
+    use cmwq::topology::CPU_ID_LIMIT;
+    use proptest::prelude::*;
+
+    /// Files a `cpuN` directory may hold.
+    const CPU_FILES: &[&str] = &[
+        "online",
+        "topology/thread_siblings_list",
+        "topology/core_cpus_list",
+        "topology/thread_siblings",
+        "topology/core_cpus",
+        "topology/package_cpus_list",
+        "topology/core_siblings_list",
+        "topology/package_cpus",
+        "topology/core_siblings",
+        "topology/physical_package_id",
+        "cache/index0/level",
+        "cache/index0/type",
+        "cache/index0/shared_cpu_list",
+        "cache/index3/level",
+        "cache/index3/type",
+        "cache/index3/shared_cpu_list",
+        "cache/index3/shared_cpu_map",
+    ];
+
+    /// Files a `nodeN` directory may hold.
+    const NODE_FILES: &[&str] = &["cpulist", "cpumap"];
+
+    /// A cpu id, mostly small, sometimes at or past the limit.
+    fn id() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            6 => 0usize..24,
+            1 => (CPU_ID_LIMIT - 4)..(CPU_ID_LIMIT + 4),
+            1 => 0usize..(2 * CPU_ID_LIMIT),
+        ]
+    }
+
+    /// A cpu id that is valid, mostly small.
+    fn valid_id() -> impl Strategy<Value = usize> {
+        prop_oneof![6 => 0usize..24, 1 => 0usize..CPU_ID_LIMIT]
+    }
+
+    /// A cpu list of ids from `ids`, ranges included.
+    fn list<S: Strategy<Value = usize>>(ids: fn() -> S) -> impl Strategy<Value = String> {
+        proptest::collection::vec((ids(), ids()), 1..4).prop_map(|v| {
+            v.iter()
+                .map(|(a, b)| format!("{}-{}", a.min(b), a.max(b)))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
+
+    /// A hex mask of `digits`-wide words, padded with up to `zeros` words
+    /// of zeros above (more than the limit has, at the top).
+    fn mask(digits: &'static str, zeros: usize) -> impl Strategy<Value = String> {
+        (proptest::collection::vec(digits, 1..5), 0..zeros).prop_map(|(w, z)| {
+            let mut words = vec!["00000000".to_string(); z];
+            words.extend(w);
+            words.join(",")
+        })
+    }
+
+    /// What a file holds when it is valid.
+    #[derive(Debug, Clone, Copy)]
+    enum Kind {
+        List,
+        Mask,
+        /// A `cpuN/online`: 0 or 1.
+        Bit,
+        Int,
+        CacheType,
+    }
+
+    fn kind(name: &str) -> Kind {
+        let base = name.rsplit('/').next().unwrap();
+        match base {
+            "online" => Kind::Bit,
+            "level" | "physical_package_id" => Kind::Int,
+            "type" => Kind::CacheType,
+            b if b.ends_with("list") => Kind::List,
+            _ => Kind::Mask,
+        }
+    }
+
+    /// A file's contents: one candidate per kind plus garbage; which is
+    /// written depends on the file, and on `valid` (3 times in 4).
+    #[derive(Debug, Clone)]
+    struct Contents {
+        list: String,
+        mask: String,
+        bit: String,
+        int: String,
+        cache_type: String,
+        garbage: String,
+        valid: bool,
+        nuls: usize,
+        newline: bool,
+    }
+
+    impl Contents {
+        fn bytes(&self, kind: Kind) -> Vec<u8> {
+            let text = match (self.valid, kind) {
+                (false, _) => &self.garbage,
+                (true, Kind::List) => &self.list,
+                (true, Kind::Mask) => &self.mask,
+                (true, Kind::Bit) => &self.bit,
+                (true, Kind::Int) => &self.int,
+                (true, Kind::CacheType) => &self.cache_type,
+            };
+            let mut b = text.clone().into_bytes();
+            if self.newline {
+                b.push(b'\n');
+            }
+            b.extend(std::iter::repeat_n(0u8, self.nuls));
+            b
+        }
+    }
+
+    fn contents() -> impl Strategy<Value = Contents> {
+        let garbage = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..40)
+                .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+            "[0-9,\\- \n]{0,24}",
+            list(id),
+            mask("[0-9a-f]{1,9}", 2100),
+            "(Victim|-1|2|0x3|3-1|,|)",
+        ];
+        (
+            (
+                list(valid_id),
+                mask("[0-9a-f]{1,8}", 4),
+                "(0|1)",
+                "(0|1|2|3|7)",
+            ),
+            ("(Data|Unified|Instruction)", garbage),
+            prop_oneof![3 => Just(true), 1 => Just(false)],
+            prop_oneof![4 => Just(0usize), 1 => 1usize..4],
+            any::<bool>(),
+        )
+            .prop_map(
+                |((list, mask, bit, int), (cache_type, garbage), valid, nuls, newline)| Contents {
+                    list,
+                    mask,
+                    bit,
+                    int,
+                    cache_type,
+                    garbage,
+                    valid,
+                    nuls,
+                    newline,
+                },
+            )
+    }
+
+    #[derive(Debug, Clone)]
+    struct Tree {
+        online: Option<Contents>,
+        possible: Option<Contents>,
+        cpu_dirs: Vec<usize>,
+        cpu_files: Vec<(usize, usize, Contents)>,
+        node_files: Vec<(usize, usize, Contents)>,
+    }
+
+    fn tree() -> impl Strategy<Value = Tree> {
+        (
+            proptest::option::of(contents()),
+            proptest::option::of(contents()),
+            proptest::collection::vec(id(), 0..6),
+            proptest::collection::vec((id(), 0..CPU_FILES.len(), contents()), 0..16),
+            proptest::collection::vec((0usize..6, 0..NODE_FILES.len(), contents()), 0..5),
+        )
+            .prop_map(|(online, possible, cpu_dirs, cpu_files, node_files)| Tree {
+                online,
+                possible,
+                cpu_dirs,
+                cpu_files,
+                node_files,
+            })
+    }
+
+    impl Tree {
+        fn write(&self, root: &Path) {
+            let cpu = root.join("devices/system/cpu");
+            fs::create_dir_all(&cpu).unwrap();
+            let put = |p: PathBuf, c: &Contents, k: Kind| {
+                fs::create_dir_all(p.parent().unwrap()).unwrap();
+                fs::write(p, c.bytes(k)).unwrap();
+            };
+            if let Some(c) = &self.online {
+                put(cpu.join("online"), c, Kind::List);
+            }
+            if let Some(c) = &self.possible {
+                put(cpu.join("possible"), c, Kind::List);
+            }
+            for c in &self.cpu_dirs {
+                fs::create_dir_all(cpu.join(format!("cpu{c}"))).unwrap();
+            }
+            for (c, f, b) in &self.cpu_files {
+                let name = CPU_FILES[*f];
+                put(cpu.join(format!("cpu{c}/{name}")), b, kind(name));
+            }
+            let node = root.join("devices/system/node");
+            for (n, f, b) in &self.node_files {
+                let name = NODE_FILES[*f];
+                put(node.join(format!("node{n}/{name}")), b, kind(name));
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
+
+        #[test]
+        fn random_trees_read_within_bounds(tree in tree()) {
+            let root = sysfs_gen::tmp_root("random-tree");
+            tree.write(&root);
+            let r = root.clone();
+            let (res, peak) = measured(move || {
+                Topology::from_sysfs(&r).map(|t| {
+                    // Pods of every scope, computed on the same thread.
+                    let pods: Vec<_> = Scope::ALL
+                        .into_iter()
+                        .flat_map(|sc| [t.pods(sc, 0), t.pods(sc, 8)])
+                        .collect();
+                    (t, pods)
+                })
+            });
+            // Everything is indexed by CPU id below the limit: a handful
+            // of per-CPU tables of at most CPU_ID_LIMIT entries.
+            prop_assert!(peak < 96 * MIB, "peak {} bytes", peak);
+            match res {
+                Ok((t, pods)) => {
+                    prop_assert!(!t.online().is_empty());
+                    prop_assert!(t.online().iter().all(|&c| c < CPU_ID_LIMIT));
+                    prop_assert!(t.nr_cpu_ids() <= CPU_ID_LIMIT);
+                    for pt in pods {
+                        let mut all: Vec<usize> = pt.pods.concat();
+                        all.sort_unstable();
+                        prop_assert_eq!(all.as_slice(), t.online());
+                    }
+                    prop_assert!(!t.summary().is_empty());
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    prop_assert!(msg.contains(&root.display().to_string()), "{}", msg);
+                }
+            }
+            let _ = fs::remove_dir_all(&root);
+        }
+    }
+}
