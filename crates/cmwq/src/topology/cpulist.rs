@@ -40,7 +40,7 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
     for entry in s.split(',') {
         let entry = entry.trim();
         if entry.is_empty() {
-            return Err(format!("empty entry in cpu list {s:?}"));
+            return Err(format!("empty entry in cpu list {}", quoted(s)));
         }
         let (lo, hi) = match entry.split_once('-') {
             Some((a, b)) => (parse_cpu_id(a, entry)?, parse_cpu_id(b, entry)?),
@@ -50,7 +50,7 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
             }
         };
         if lo > hi {
-            return Err(format!("reversed range {entry:?} in cpu list"));
+            return Err(format!("reversed range {} in cpu list", quoted(entry)));
         }
         fill_range(&mut set, lo, hi);
     }
@@ -93,7 +93,8 @@ pub(crate) fn parse_cpumask(s: &str) -> Result<Vec<usize>, String> {
         }
         if i >= CPU_ID_LIMIT / 32 {
             return Err(format!(
-                "bad cpu mask word {word:?}: sets cpus above the limit {}",
+                "bad cpu mask word {}: sets cpus above the limit {}",
+                quoted(word),
                 CPU_ID_LIMIT - 1
             ));
         }
@@ -105,7 +106,8 @@ pub(crate) fn parse_cpumask(s: &str) -> Result<Vec<usize>, String> {
 fn parse_mask_word(word: &str) -> Result<u32, String> {
     if word.is_empty() || word.len() > 8 || !word.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!(
-            "bad cpu mask word {word:?}: expected 1 to 8 hex digits"
+            "bad cpu mask word {}: expected 1 to 8 hex digits",
+            quoted(word)
         ));
     }
     u32::from_str_radix(word, 16).map_err(|e| format!("bad cpu mask word {word:?}: {e}"))
@@ -129,14 +131,29 @@ pub(crate) fn mask_to_cpus(words: &[u64]) -> Vec<usize> {
 fn parse_cpu_id(s: &str, entry: &str) -> Result<usize, String> {
     let s = s.trim();
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("bad cpu list entry {entry:?}: not a cpu number"));
+        return Err(format!(
+            "bad cpu list entry {}: not a cpu number",
+            quoted(entry)
+        ));
     }
     match s.parse::<usize>() {
         Ok(v) if v < CPU_ID_LIMIT => Ok(v),
         _ => Err(format!(
-            "bad cpu list entry {entry:?}: cpu id above the limit {}",
+            "bad cpu list entry {}: cpu id above the limit {}",
+            quoted(entry),
             CPU_ID_LIMIT - 1
         )),
+    }
+}
+
+/// `s` quoted for an error message, cut after its first 64 characters: a
+/// garbage file may hold 64 KiB of one "entry", and the message should
+/// still fit on a screen.
+pub(crate) fn quoted(s: &str) -> String {
+    const MAX_CHARS: usize = 64;
+    match s.char_indices().nth(MAX_CHARS) {
+        None => format!("{s:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes in all)", &s[..cut], s.len()),
     }
 }
 
@@ -248,6 +265,14 @@ mod tests {
         assert_eq!(parse_cpumask(&zeros).unwrap(), Vec::<usize>::new());
         let high = format!("1,{zeros}");
         assert!(parse_cpumask(&high).unwrap_err().contains("limit"));
+    }
+
+    #[test]
+    fn long_garbage_is_quoted_short() {
+        let e = parse_cpulist(&"x".repeat(5000)).unwrap_err();
+        assert!(e.len() < 200, "{e}");
+        assert!(e.contains("5000 bytes in all"), "{e}");
+        assert_eq!(quoted("ab"), "\"ab\"");
     }
 
     #[test]

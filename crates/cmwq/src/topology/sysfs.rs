@@ -59,7 +59,7 @@ use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::cpulist::parse_cpumask;
+use super::cpulist::{parse_cpumask, quoted};
 use super::{
     CPU_ID_LIMIT, ListSeen, Provenance, RawTopology, Sharing, TopologyError, format_cpulist,
     parse_cpulist,
@@ -185,7 +185,7 @@ impl Files {
             Some(text) => text.trim().parse::<i64>().map(Some).map_err(|_| {
                 parse_err(
                     path,
-                    format!("expected an integer, found {:?}", text.trim()),
+                    format!("expected an integer, found {}", quoted(text.trim())),
                 )
             }),
             None => Ok(None),
@@ -397,7 +397,10 @@ fn find_llc(files: &mut Files, cpu_path: &Path) -> Result<Option<LlcIndex>, Topo
             other => {
                 return Err(parse_err(
                     &type_path,
-                    format!("unknown cache type {other:?} (expected Data, Instruction or Unified)"),
+                    format!(
+                        "unknown cache type {} (expected Data, Instruction or Unified)",
+                        quoted(other)
+                    ),
                 ));
             }
         }
@@ -484,7 +487,7 @@ fn derive_online(
             Some(other) => {
                 return Err(parse_err(
                     &path,
-                    format!("expected 0 or 1, found {other:?}"),
+                    format!("expected 0 or 1, found {}", quoted(other)),
                 ));
             }
         }
