@@ -296,3 +296,36 @@ fn leading_zeros_do_not_make_a_second_cpu() {
     let t = Topology::from_sysfs(&root).unwrap();
     assert_eq!(t.online(), &[0, 2, 5]);
 }
+
+#[test]
+fn a_list_and_a_mask_with_the_same_text_are_not_confused() {
+    // cpu1's list "1" is CPU 1; cpu2 has only a mask, "1", which is CPU 0.
+    // Reading the mask as the list just read would put cpu2 with cpu1.
+    let mut m = sysfs_gen::small();
+    m.place = |c| sysfs_gen::Place {
+        core: c,
+        package: 0,
+        llc: 0,
+        node: 0,
+    };
+    let root = m.write_tmp("era-same-text");
+    let topo = |c: usize| root.join(format!("devices/system/cpu/cpu{c}/topology"));
+    for name in ["thread_siblings_list", "core_cpus_list"] {
+        std::fs::remove_file(topo(2).join(name)).unwrap();
+    }
+    std::fs::write(topo(2).join("thread_siblings"), "1\n").unwrap();
+    let t = Topology::from_sysfs(&root).unwrap();
+    assert!(t.provenance().smt.contains("thread_siblings (mask)"));
+    check(
+        &t.pods(Scope::Smt, 8),
+        &[vec![0, 2], vec![1], vec![3]],
+        &[0, 0, 0],
+        "smt",
+    );
+    // cpu2 says it shares with cpu0, cpu0 says it is alone: cpu0 disagrees.
+    assert!(
+        notes(&t).contains("SMT sibling lists of CPUs 0 disagree"),
+        "{}",
+        notes(&t)
+    );
+}

@@ -270,8 +270,10 @@ pub(crate) struct RawTopology {
     pub nr_nodes: usize,
     pub provenance: Provenance,
     pub notes: Vec<String>,
-    /// Skip the check that every CPU's list names its whole group (the
-    /// synthetic builder lists a group once, on its first CPU).
+    /// Skip the check that every CPU's list names its whole group: the
+    /// synthetic builder lists a group once, on its first CPU, and the sysfs
+    /// reader hands over components it has already checked, in the same
+    /// shape (see `Sharing::into_lists`).
     pub lists_partial: bool,
 }
 

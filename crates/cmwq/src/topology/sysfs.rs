@@ -287,12 +287,21 @@ impl Used {
 }
 
 /// One "CPUs sharing X" relation being read: the union-find, which files fed
-/// it, and the last list read (consecutive CPUs usually list the same
+/// it, and the last file read (consecutive CPUs usually list the same
 /// group, and then the group costs one union instead of its length).
 struct Relation {
     sharing: Sharing,
     used: Used,
-    last: Option<(String, Vec<usize>, ListSeen)>,
+    last: Option<Last>,
+}
+
+/// The last file a [`Relation`] read: its form and text (`1` is CPU 1 as a
+/// list but CPU 0 as a mask), and what it listed.
+struct Last {
+    form: Form,
+    text: String,
+    list: Vec<usize>,
+    seen: ListSeen,
 }
 
 impl Relation {
@@ -318,14 +327,20 @@ impl Relation {
             return Ok(false);
         };
         self.used.add(label);
-        if let Some((last, list, seen)) = &self.last
-            && *last == text
+        if let Some(last) = &self.last
+            && last.form == form
+            && last.text == text
         {
-            self.sharing.add_again(cpu, list, *seen);
+            self.sharing.add_again(cpu, &last.list, last.seen);
         } else {
             let list = form.parse(path, &text, true)?;
             let seen = self.sharing.add_list(cpu, &list);
-            self.last = Some((text, list, seen));
+            self.last = Some(Last {
+                form,
+                text,
+                list,
+                seen,
+            });
         }
         Ok(true)
     }
