@@ -251,3 +251,41 @@ fn errors_name_the_file_or_value() {
         "{err}"
     );
 }
+
+#[test]
+fn a_dump_of_another_era_says_what_was_derived() {
+    // No cpu/online, masks only, nodes by their cpuN links.
+    let root = sysfs_gen::dump_links().write_tmp("cli-dump");
+    let out = ok(&["--sysfs", root.to_str().unwrap()]);
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("machine: 8 CPUs online (0-3,8-11) of 8 possible, 4 cores"),
+        "{first}"
+    );
+    for what in [
+        "from thread_siblings (mask)",
+        "from cache/index3 (L3 Unified) shared_cpu_map (mask)",
+        "from node*/cpuN links",
+        "no cpu/online: online CPUs 0-3,8-11 derived from the cpuN directories",
+    ] {
+        assert!(first.contains(what), "{what:?} not in {first}");
+    }
+    assert!(
+        out.contains("\nCACHE\n  nr_pods  2\n  pod_cpus [0]=0000000f [1]=00000f00\n"),
+        "{out}"
+    );
+    let v: Value =
+        serde_json::from_str(&ok(&["--sysfs", root.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(v["machine"]["provenance"]["node"], "node*/cpuN links");
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("no cpu/online")),
+        "{notes:?}"
+    );
+    assert_eq!(v["scopes"]["smt"]["pods"][2], serde_json::json!([8, 9]));
+}

@@ -44,7 +44,14 @@ fn missing_root_names_the_online_file() {
 
 #[test]
 fn online_file_missing_empty_or_garbage() {
-    assert_names("devices/system/cpu/online", None, &["missing"]);
+    // Missing with no cpuN directories to derive it from.
+    let root = sysfs_gen::tmp_root("noonline-nodirs");
+    fs::create_dir_all(root.join("devices/system/cpu/cpufreq")).unwrap();
+    fs::write(root.join("devices/system/cpu/possible"), "0-3\n").unwrap();
+    let err = Topology::from_sysfs(&root).unwrap_err().to_string();
+    let online = root.join("devices/system/cpu/online");
+    assert!(err.contains(&online.display().to_string()), "{err}");
+    assert!(err.contains("missing"), "{err}");
     assert_names(
         "devices/system/cpu/online",
         Some(b"\n"),
@@ -104,6 +111,8 @@ fn physical_package_id_garbage() {
     let t = root.join("devices/system/cpu/cpu0/topology");
     fs::remove_file(t.join("package_cpus_list")).unwrap();
     fs::remove_file(t.join("core_siblings_list")).unwrap();
+    fs::remove_file(t.join("package_cpus")).unwrap();
+    fs::remove_file(t.join("core_siblings")).unwrap();
     fs::write(t.join("physical_package_id"), "socket0\n").unwrap();
     let err = Topology::from_sysfs(&root).unwrap_err().to_string();
     assert!(

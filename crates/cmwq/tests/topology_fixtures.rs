@@ -272,6 +272,16 @@ fn older_files_are_used_when_newer_ones_are_missing() {
         std::fs::remove_file(t.join("package_cpus_list")).unwrap();
         std::fs::remove_file(t.join("core_siblings_list")).unwrap();
     }
+    // With the lists gone, the package masks still say it.
+    let t = Topology::from_sysfs(&root).unwrap();
+    assert_eq!(t.provenance().smt, "core_cpus_list");
+    assert_eq!(t.provenance().package, "package_cpus (mask)");
+    assert_eq!((t.cores(), t.packages()), (36, 2));
+    for c in 0..72 {
+        let t = root.join(format!("devices/system/cpu/cpu{c}/topology"));
+        std::fs::remove_file(t.join("package_cpus")).unwrap();
+        std::fs::remove_file(t.join("core_siblings")).unwrap();
+    }
     let t = Topology::from_sysfs(&root).unwrap();
     assert_eq!(t.provenance().smt, "core_cpus_list");
     assert_eq!(t.provenance().package, "physical_package_id");

@@ -6,6 +6,13 @@
 //! word first, the last one zero-padded.  Kernel engineers diff `wq_dump.py`
 //! output between boots and patches, so `cmwq topology` prints masks in exactly
 //! that shape, down to the oddities (only the final word is padded).
+//!
+//! Older sysfs trees, and dumps that tools record, may hold only the third
+//! form, the `%*pb` *mask* (`00000000,0000000f`: 32-bit hex words, highest
+//! first, comma separated) of `thread_siblings`, `shared_cpu_map` or a node's
+//! `cpumap`; [`parse_cpumask`] reads it.  Both parsers work in a set of
+//! [`CPU_ID_LIMIT`] bits, so what they allocate is bounded by the limit
+//! whatever the input repeats.
 
 /// The highest CPU id (exclusive) this crate accepts anywhere.
 ///
@@ -33,7 +40,7 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
     for entry in s.split(',') {
         let entry = entry.trim();
         if entry.is_empty() {
-            return Err(format!("empty entry in cpu list {s:?}"));
+            return Err(format!("empty entry in cpu list {}", quoted(s)));
         }
         let (lo, hi) = match entry.split_once('-') {
             Some((a, b)) => (parse_cpu_id(a, entry)?, parse_cpu_id(b, entry)?),
@@ -43,13 +50,67 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
             }
         };
         if lo > hi {
-            return Err(format!("reversed range {entry:?} in cpu list"));
+            return Err(format!("reversed range {} in cpu list", quoted(entry)));
         }
-        for c in lo..=hi {
-            set[c / 64] |= 1 << (c % 64);
-        }
+        fill_range(&mut set, lo, hi);
     }
     Ok(mask_to_cpus(&set))
+}
+
+/// Sets bits `lo..=hi` (both below [`CPU_ID_LIMIT`]) a word at a time, so a
+/// range costs its length in words, not in CPUs.
+fn fill_range(set: &mut [u64], lo: usize, hi: usize) {
+    let (first, last) = (lo / 64, hi / 64);
+    for (w, word) in set.iter_mut().enumerate().take(last + 1).skip(first) {
+        let from = if w == first { lo % 64 } else { 0 };
+        let to = if w == last { hi % 64 } else { 63 };
+        // Bits from..=to: all ones shifted, without overflowing at 64.
+        let ones = u64::MAX >> (63 - (to - from));
+        *word |= ones << from;
+    }
+}
+
+/// Parses a kernel CPU mask as sysfs prints it (`%*pb`): 32-bit hex words,
+/// highest first, comma separated, such as `00000000,000000f3`.
+///
+/// The kernel pads every word to 8 digits but the highest, which is only as
+/// wide as `nr_cpu_ids` needs (`f` on a 4-CPU machine), so any word of 1 to
+/// 8 digits is accepted.  Surrounding whitespace is ignored and an empty
+/// string is the empty set, as for lists.  Words above [`CPU_ID_LIMIT`] must
+/// be zero.  Anything else (an empty or over-long word, a non-hex digit) is
+/// an error that quotes the offending word.
+pub(crate) fn parse_cpumask(s: &str) -> Result<Vec<usize>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut set = vec![0u64; CPU_ID_LIMIT / 64];
+    // Walk the words lowest first: the last one holds CPUs 0-31.
+    for (i, word) in s.rsplit(',').enumerate() {
+        let bits = parse_mask_word(word)?;
+        if bits == 0 {
+            continue;
+        }
+        if i >= CPU_ID_LIMIT / 32 {
+            return Err(format!(
+                "bad cpu mask word {}: sets cpus above the limit {}",
+                quoted(word),
+                CPU_ID_LIMIT - 1
+            ));
+        }
+        set[i / 2] |= u64::from(bits) << (32 * (i % 2));
+    }
+    Ok(mask_to_cpus(&set))
+}
+
+fn parse_mask_word(word: &str) -> Result<u32, String> {
+    if word.is_empty() || word.len() > 8 || !word.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "bad cpu mask word {}: expected 1 to 8 hex digits",
+            quoted(word)
+        ));
+    }
+    u32::from_str_radix(word, 16).map_err(|e| format!("bad cpu mask word {word:?}: {e}"))
 }
 
 /// The CPUs set in a bitmask of 64-bit words, lowest CPU first (the layout of
@@ -58,6 +119,7 @@ pub(crate) fn mask_to_cpus(words: &[u64]) -> Vec<usize> {
     words
         .iter()
         .enumerate()
+        .filter(|(_, bits)| **bits != 0)
         .flat_map(|(w, &bits)| {
             (0..64)
                 .filter(move |b| bits & (1u64 << b) != 0)
@@ -69,14 +131,29 @@ pub(crate) fn mask_to_cpus(words: &[u64]) -> Vec<usize> {
 fn parse_cpu_id(s: &str, entry: &str) -> Result<usize, String> {
     let s = s.trim();
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("bad cpu list entry {entry:?}: not a cpu number"));
+        return Err(format!(
+            "bad cpu list entry {}: not a cpu number",
+            quoted(entry)
+        ));
     }
     match s.parse::<usize>() {
         Ok(v) if v < CPU_ID_LIMIT => Ok(v),
         _ => Err(format!(
-            "bad cpu list entry {entry:?}: cpu id above the limit {}",
+            "bad cpu list entry {}: cpu id above the limit {}",
+            quoted(entry),
             CPU_ID_LIMIT - 1
         )),
+    }
+}
+
+/// `s` quoted for an error message, cut after its first 64 characters: a
+/// garbage file may hold 64 KiB of one "entry", and the message should
+/// still fit on a screen.
+pub(crate) fn quoted(s: &str) -> String {
+    const MAX_CHARS: usize = 64;
+    match s.char_indices().nth(MAX_CHARS) {
+        None => format!("{s:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes in all)", &s[..cut], s.len()),
     }
 }
 
@@ -170,6 +247,44 @@ mod tests {
         assert_eq!(cpumask_str(&[0, 64]), "0x1 0x0 00000001");
         assert_eq!(cpumask_str(&[33]), "0x0 00000002");
         assert_eq!(cpumask_str(&[4, 5]), "00000030");
+    }
+
+    #[test]
+    fn kernel_masks() {
+        assert_eq!(parse_cpumask("f\n").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_cpumask("00000001,80000000").unwrap(), vec![31, 32]);
+        assert_eq!(parse_cpumask("  ").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpumask("0,00000000").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpumask("1,00000000,00000000").unwrap(), vec![64]);
+        for bad in ["x", "123456789", "1,,2", ",1", "0x1", "1 2"] {
+            let e = parse_cpumask(bad).unwrap_err();
+            assert!(e.contains("bad cpu mask word"), "{bad}: {e}");
+        }
+        // Leading zero words beyond the limit are fine; a set bit is not.
+        let zeros = vec!["00000000"; CPU_ID_LIMIT / 32 + 3].join(",");
+        assert_eq!(parse_cpumask(&zeros).unwrap(), Vec::<usize>::new());
+        let high = format!("1,{zeros}");
+        assert!(parse_cpumask(&high).unwrap_err().contains("limit"));
+    }
+
+    #[test]
+    fn long_garbage_is_quoted_short() {
+        let e = parse_cpulist(&"x".repeat(5000)).unwrap_err();
+        assert!(e.len() < 200, "{e}");
+        assert!(e.contains("5000 bytes in all"), "{e}");
+        assert_eq!(quoted("ab"), "\"ab\"");
+    }
+
+    #[test]
+    fn ranges_fill_whole_words() {
+        assert_eq!(parse_cpulist("63-64").unwrap(), vec![63, 64]);
+        assert_eq!(parse_cpulist("0-63").unwrap(), (0..64).collect::<Vec<_>>());
+        assert_eq!(
+            parse_cpulist("5-200").unwrap(),
+            (5..=200).collect::<Vec<_>>()
+        );
+        let top = CPU_ID_LIMIT - 1;
+        assert_eq!(parse_cpulist(&format!("{top}")).unwrap(), vec![top]);
     }
 
     #[test]

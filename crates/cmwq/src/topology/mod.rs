@@ -27,12 +27,21 @@
 //!   `cpus_share_cache()` follows);
 //! * `devices/system/node/node*/cpulist` for the NUMA node of each CPU.
 //!
-//! Real machines and containers lose pieces of this.  A missing piece
-//! degrades the way a careful reader would, and says so in
-//! [`Topology::notes`]: no cache directories makes the LLC the package; no
-//! `node` directory makes one node 0; no sibling file leaves the CPU alone in
-//! its core.  A file that is there but does not parse is an error naming the
-//! file: guessing around garbage would give pods nobody can explain.
+//! Real machines, containers, old kernels and the dumps tools record lose
+//! pieces of this.  A missing piece degrades the way a careful reader would,
+//! and says so in [`Topology::notes`]: no `cpu/online` is derived from the
+//! `cpuN` directories and their `online` files; a missing `*_list` file is
+//! read from its hex mask (`thread_siblings`, `core_siblings`,
+//! `shared_cpu_map`, `cpumap`); no cache directories makes the LLC the
+//! package; no `node` directory makes one node 0; no sibling file leaves the
+//! CPU alone in its core.  The `sysfs` module docs give every fallback chain.
+//! A file that is there but does not parse is an error naming the file:
+//! guessing around garbage would give pods nobody can explain.
+//!
+//! The tree is not trusted to be sysfs: every file must be a regular file
+//! of at most [`SYSFS_FILE_MAX_BYTES`] (a FIFO or `/dev/zero` is an error,
+//! not a hang or an out-of-memory), and the memory kept is linear in the
+//! number of CPUs whatever the files say.
 //!
 //! [`Topology::from_synthetic`] builds a machine from an hwloc-style spec such
 //! as `pack:1 l3:11 core:8 pu:2`, so a 2-CPU laptop can compute the pods of an
@@ -76,6 +85,7 @@ mod synthetic;
 mod sysfs;
 
 pub use cpulist::{CPU_ID_LIMIT, cpumask_str, format_cpulist, parse_cpulist};
+pub use sysfs::SYSFS_FILE_MAX_BYTES;
 
 /// An affinity scope: how unbound worker pools are cut across the machine.
 ///
@@ -260,8 +270,10 @@ pub(crate) struct RawTopology {
     pub nr_nodes: usize,
     pub provenance: Provenance,
     pub notes: Vec<String>,
-    /// Skip the check that every CPU's list names its whole group (the
-    /// synthetic builder lists a group once, on its first CPU).
+    /// Skip the check that every CPU's list names its whole group: the
+    /// synthetic builder lists a group once, on its first CPU, and the sysfs
+    /// reader hands over components it has already checked, in the same
+    /// shape (see `Sharing::into_lists`).
     pub lists_partial: bool,
 }
 
@@ -518,14 +530,11 @@ impl Topology {
             possible.dedup();
         }
         let nr_cpu_ids = possible.last().map_or(0, |&m| m + 1).max(max_online + 1);
-        let mut pos = vec![NONE; nr_cpu_ids];
-        for (i, &c) in online.iter().enumerate() {
-            pos[c] = i;
-        }
         let check = !lists_partial;
-        let core = components("SMT sibling", &online, &pos, &smt, check, &mut notes);
-        let package = components("package", &online, &pos, &package, check, &mut notes);
-        let llc = components("LLC", &online, &pos, &llc, check, &mut notes);
+        let nr = nr_cpu_ids;
+        let core = components("SMT sibling", &online, nr, &smt, check, &mut notes);
+        let package = components("package", &online, nr, &package, check, &mut notes);
+        let llc = components("LLC", &online, nr, &llc, check, &mut notes);
         let mut node_of = vec![NONE; nr_cpu_ids];
         for &c in &online {
             node_of[c] = node.get(&c).copied().unwrap_or(0);
@@ -556,74 +565,204 @@ impl Topology {
 
 /// Connected components of "a lists b" over the online CPUs; returns, per CPU
 /// id, the lowest CPU of its component (`NONE` for CPUs that are not online).
+/// With `check`, lists that disagree with their component are noted.
 fn components(
     what: &str,
     online: &[usize],
-    pos: &[usize],
+    nr_cpu_ids: usize,
     lists: &HashMap<usize, Vec<usize>>,
     check: bool,
     notes: &mut Vec<String>,
 ) -> Vec<usize> {
-    let n = online.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn find(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
+    let mut sharing = Sharing::new(online, nr_cpu_ids);
+    for &c in online {
+        if let Some(list) = lists.get(&c) {
+            sharing.add_list(c, list);
+        }
+    }
+    sharing.keys(what, check.then_some(notes))
+}
+
+/// "CPUs that share X", built one list at a time: a union-find over the
+/// online CPUs and, for each CPU whose own list was read, what the
+/// consistency check needs.
+///
+/// Every operation costs what it is given: a list its length, a fallback
+/// group ("these CPUs share one package") its size.  Nothing here copies a
+/// group once per member, which on a 16384-CPU tree without sibling files
+/// would be 16384 copies of 16384 CPUs.
+pub(crate) struct Sharing {
+    online: Vec<usize>,
+    /// Per CPU id: its index in `online`, or `NONE`.
+    pos: Vec<usize>,
+    /// Union-find over online indexes; a root is its component's lowest index.
+    parent: Vec<usize>,
+    /// Per online index whose list was read: how many online CPUs the list
+    /// names, and whether it names the CPU itself.
+    listed: Vec<Option<(usize, bool)>>,
+}
+
+/// What [`Sharing::add_list`] learnt about a list, so the same list given by
+/// another CPU costs one union instead of its length.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ListSeen {
+    /// Online CPUs the list names.
+    inside: usize,
+    /// Online index of the first online CPU it names.
+    first: Option<usize>,
+}
+
+impl Sharing {
+    /// No CPU shares anything yet; `nr_cpu_ids` bounds the CPU ids to index.
+    pub(crate) fn new(online: &[usize], nr_cpu_ids: usize) -> Sharing {
+        let nr = nr_cpu_ids.max(online.last().map_or(0, |&m| m + 1));
+        let mut pos = vec![NONE; nr];
+        for (i, &c) in online.iter().enumerate() {
+            pos[c] = i;
+        }
+        Sharing {
+            online: online.to_vec(),
+            pos,
+            parent: (0..online.len()).collect(),
+            listed: vec![None; online.len()],
+        }
+    }
+
+    fn index(&self, cpu: usize) -> Option<usize> {
+        self.pos.get(cpu).copied().filter(|&i| i != NONE)
+    }
+
+    fn find(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
         }
         i
     }
-    for (i, c) in online.iter().enumerate() {
-        if let Some(list) = lists.get(c) {
-            for &o in list {
-                let j = match pos.get(o) {
-                    Some(&j) if j != NONE => j,
-                    _ => continue,
-                };
-                let (a, b) = (find(&mut parent, i), find(&mut parent, j));
-                if a != b {
-                    // The root is always the lower index, so the root of a
-                    // component is its lowest CPU.
-                    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-                    parent[hi] = lo;
-                }
-            }
+
+    fn union(&mut self, i: usize, j: usize) {
+        let (a, b) = (self.find(i), self.find(j));
+        // The root is always the lower index, so the root of a component is
+        // its lowest CPU.
+        if a != b {
+            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+            self.parent[hi] = lo;
         }
     }
-    let mut key = vec![NONE; pos.len()];
-    let mut size = vec![0usize; n];
-    for (i, &c) in online.iter().enumerate() {
-        let r = find(&mut parent, i);
-        key[c] = online[r];
-        size[r] += 1;
-    }
-    // A list that names exactly its component (restricted to online CPUs) is
-    // consistent; anything else means the files disagree.
-    let mut bad = Vec::new();
-    for (i, &c) in online.iter().enumerate().filter(|_| check) {
-        if let Some(list) = lists.get(&c) {
-            let r = find(&mut parent, i);
-            let mut inside = 0;
-            let mut has_self = false;
-            for &o in list {
-                if matches!(pos.get(o), Some(&j) if j != NONE) {
-                    inside += 1;
-                    has_self |= o == c;
-                }
-            }
-            if inside + usize::from(!has_self) != size[r] {
-                bad.push(c);
+
+    /// `cpu`'s own file lists `list` (sorted): they all share X.  CPUs that
+    /// are not online are ignored.
+    pub(crate) fn add_list(&mut self, cpu: usize, list: &[usize]) -> ListSeen {
+        let me = self.index(cpu);
+        let mut seen = ListSeen {
+            inside: 0,
+            first: None,
+        };
+        let mut has_self = false;
+        for &o in list {
+            let Some(j) = self.index(o) else { continue };
+            seen.inside += 1;
+            seen.first.get_or_insert(j);
+            has_self |= o == cpu;
+            if let Some(i) = me {
+                self.union(i, j);
             }
         }
+        if let Some(i) = me {
+            self.listed[i] = Some((seen.inside, has_self));
+        }
+        seen
     }
-    if check && !bad.is_empty() {
-        notes.push(format!(
-            "{what} lists of CPUs {} disagree with each other; CPUs that list each other \
-             (directly or through others) were merged",
-            format_cpulist(&bad)
-        ));
+
+    /// `cpu`'s file lists the same `list` (sorted) that an earlier
+    /// [`Sharing::add_list`] returned `seen` for: the list's CPUs are already
+    /// one component, so joining `cpu` to its first one is enough.
+    pub(crate) fn add_again(&mut self, cpu: usize, list: &[usize], seen: ListSeen) {
+        let Some(i) = self.index(cpu) else { return };
+        if let Some(j) = seen.first {
+            self.union(i, j);
+        }
+        self.listed[i] = Some((seen.inside, list.binary_search(&cpu).is_ok()));
     }
-    key
+
+    /// A fallback's group: `cpus` share X, and no file said so (nothing is
+    /// checked).
+    pub(crate) fn add_group(&mut self, cpus: &[usize]) {
+        let mut prev = None;
+        for &c in cpus {
+            let Some(j) = self.index(c) else { continue };
+            if let Some(p) = prev {
+                self.union(p, j);
+            }
+            prev = Some(j);
+        }
+    }
+
+    /// Joins the components of two CPUs (either not online: nothing).
+    pub(crate) fn join(&mut self, a: usize, b: usize) {
+        if let (Some(i), Some(j)) = (self.index(a), self.index(b)) {
+            self.union(i, j);
+        }
+    }
+
+    /// The lowest CPU of `cpu`'s component, `None` if `cpu` is not online.
+    pub(crate) fn lowest(&mut self, cpu: usize) -> Option<usize> {
+        let i = self.index(cpu)?;
+        let r = self.find(i);
+        Some(self.online[r])
+    }
+
+    /// Per CPU id, the lowest CPU of its component (`NONE` for CPUs that are
+    /// not online).  With `notes`, a CPU whose list does not name exactly its
+    /// component (itself aside) is reported: the files disagree.
+    pub(crate) fn keys(&mut self, what: &str, notes: Option<&mut Vec<String>>) -> Vec<usize> {
+        let n = self.online.len();
+        let mut key = vec![NONE; self.pos.len()];
+        let mut size = vec![0usize; n];
+        let mut root = vec![0usize; n];
+        for i in 0..n {
+            root[i] = self.find(i);
+            key[self.online[i]] = self.online[root[i]];
+            size[root[i]] += 1;
+        }
+        let Some(notes) = notes else { return key };
+        let bad: Vec<usize> = (0..n)
+            .filter(|&i| {
+                self.listed[i].is_some_and(|(inside, has_self)| {
+                    inside + usize::from(!has_self) != size[root[i]]
+                })
+            })
+            .map(|i| self.online[i])
+            .collect();
+        if !bad.is_empty() {
+            notes.push(format!(
+                "{what} lists of CPUs {} disagree with each other; CPUs that list each other \
+                 (directly or through others) were merged",
+                format_cpulist(&bad)
+            ));
+        }
+        key
+    }
+
+    /// The components as lists that [`Topology::assemble`] reads back in
+    /// linear time (with `lists_partial`): the lowest CPU of a component
+    /// lists all of it, the others list themselves.  Disagreements are noted
+    /// as by [`Sharing::keys`].
+    pub(crate) fn into_lists(
+        mut self,
+        what: &str,
+        notes: &mut Vec<String>,
+    ) -> HashMap<usize, Vec<usize>> {
+        let key = self.keys(what, Some(notes));
+        let mut lists: HashMap<usize, Vec<usize>> = HashMap::with_capacity(self.online.len());
+        for &c in &self.online {
+            lists.entry(key[c]).or_default().push(c);
+            if key[c] != c {
+                lists.insert(c, vec![c]);
+            }
+        }
+        lists
+    }
 }
 
 /// The CPUs this process may run on: `sched_getaffinity` of the process
