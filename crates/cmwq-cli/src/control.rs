@@ -600,10 +600,16 @@ impl Filter {
     }
 }
 
+/// The longest `monitor --interval`: a day (longer ones cannot be slept).
+const MAX_INTERVAL_S: f64 = 86_400.0;
+
 /// Runs `cmwq monitor`.
 pub fn monitor(a: MonitorArgs) -> Result<(), String> {
-    if !(a.interval.is_finite() && a.interval >= 0.0) {
-        return Err(format!("--interval {}: expected seconds >= 0", a.interval));
+    if !(a.interval.is_finite() && (0.0..=MAX_INTERVAL_S).contains(&a.interval)) {
+        return Err(format!(
+            "--interval {}: expected seconds from 0 (print once) to {MAX_INTERVAL_S} (a day)",
+            a.interval
+        ));
     }
     let filter = Filter::new(&a.patterns)?;
     // A connection per sample: the server closes idle connections after
@@ -749,7 +755,9 @@ pub fn ps(a: PsArgs) -> Result<(), String> {
         );
     }
     if rows.is_empty() {
-        println!("(none: start a process with CMWQ_CONTROL=1, or call cmwq::control::serve())");
+        println!(
+            "(none: start a process with CMWQ_CONTROL=1 in its environment, or have it serve the endpoint)"
+        );
     }
     let stale = procs.iter().filter(|p| !p.alive).count();
     if stale > 0 {

@@ -32,7 +32,8 @@ pub struct TopologyArgs {
     /// (levels pack, numa, l3, l2, l1, core, pu; SMT siblings numbered adjacent).
     #[arg(long, value_name = "SPEC")]
     pub synthetic: Option<String>,
-    /// Cores per cache shard for the cache_shard scope (0 behaves as 1, as in the kernel).
+    /// Cores per cache shard for the cache_shard scope (at least 1; the kernel
+    /// turns a 0 boot parameter into 1, cmwq refuses it everywhere).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CACHE_SHARD_SIZE)]
     pub cache_shard_size: usize,
     /// The scope marked "(default)".
@@ -87,8 +88,11 @@ pub fn render(a: &TopologyArgs) -> Result<String, String> {
     if let Some(cpus) = &a.cpus {
         topo = topo.restrict_to(&cpus.0).map_err(|e| e.to_string())?;
     }
-    // The kernel turns a shard size of 0 into 1; show what is used.
-    let size = a.cache_shard_size.max(1);
+    // One rule everywhere (builder, live setter, env, bench): 0 is refused.
+    if a.cache_shard_size == 0 {
+        return Err(cmwq::Error::InvalidCacheShardSize(0).to_string() + " (--cache-shard-size)");
+    }
+    let size = a.cache_shard_size;
     let scopes: Vec<(Scope, PodType)> = Scope::ALL
         .into_iter()
         .map(|s| (s, topo.pods(s, size)))

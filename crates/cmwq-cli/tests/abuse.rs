@@ -416,3 +416,16 @@ fn errors_carry_the_cmwq_prefix_once() {
     );
     assert!(!r.stderr.contains("cmwq: cmwq:"), "{}", r.stderr);
 }
+
+#[test]
+fn monitor_intervals_out_of_range_are_refused() {
+    // Refused before it looks for the process: the pid need not exist.
+    for bad in ["1e20", "NaN", "inf", "86401"] {
+        refused(&["monitor", "--pid", "1", "-i", bad], "--interval");
+    }
+}
+
+#[test]
+fn topology_refuses_a_cache_shard_of_zero_cores() {
+    refused(&["topology", "--cache-shard-size", "0"], "0");
+}

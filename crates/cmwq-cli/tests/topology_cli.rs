@@ -175,11 +175,14 @@ fn shard_size_and_default_scope_flags() {
         "--synthetic",
         "core:72",
         "--cache-shard-size",
-        "0",
+        "1",
         "--json",
     ]))
     .unwrap();
     assert_eq!(v["cache_shard_size"], 1);
+    // 0 is refused, as by the builder, the live setter, the env and bench.
+    let err = fails(&["--synthetic", "core:72", "--cache-shard-size", "0"]);
+    assert!(err.contains("cache_shard_size 0"), "{err}");
     assert_eq!(
         v["scopes"]["cache_shard"]["pods"].as_array().unwrap().len(),
         72

@@ -727,7 +727,7 @@ impl Client {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let hint = if Path::new(&format!("/proc/{pid}")).exists() {
-                    "the process runs but serves no control endpoint (start it with CMWQ_CONTROL=1 or call cmwq::control::serve())"
+                    "the process runs but serves no control endpoint (start it with CMWQ_CONTROL=1 in its environment)"
                 } else {
                     "no such process"
                 };
