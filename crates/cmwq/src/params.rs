@@ -8,6 +8,7 @@
 //! | `CMWQ_UNBOUND_CPUS` | CPUs unbound queues may use (a cpu list) | `workqueue.unbound_cpus` |
 //! | `CMWQ_HIGHPRI_POLICY` | `nice` or `fifo` (see [`crate::HighpriPolicy`]) | — |
 //! | `CMWQ_CONTROL` | `1` starts the control endpoint with the first workqueue ([`crate::control`]) | — |
+//! | `CMWQ_QPW` | `0` or `1`: the default mode of [`crate::percpu::PerCpu`] | `qpw=` |
 //! | `CMWQ_SPREAD_US` | µs a pod pool's worker may spend on an item before work queued behind it spreads to idle CPUs of the pod ([`crate::set_spread_thresh`]) | — |
 //!
 //! A value that does not parse is an error naming the variable and the value,
@@ -132,6 +133,15 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
 pub fn check_env() -> Result<(), Error> {
     params()?;
     crate::priority::highpri_policy()?;
+    if crate::percpu::Mode::from_env().is_err() {
+        return Err(Error::BadEnv {
+            var: crate::percpu::QPW_ENV.into(),
+            value: std::env::var_os(crate::percpu::QPW_ENV)
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            expected: "0 or 1".into(),
+        });
+    }
     Ok(())
 }
 
