@@ -916,6 +916,13 @@ impl Pool {
     /// Returns how many it ran.
     pub(crate) fn host_guest(&'static self) -> u64 {
         let mut g = self.lock();
+        // The manager rule, for the host: a guest came because nobody here
+        // was idle; start a worker of its own so the next items need no guest
+        // (a pool whose workers could not be started would otherwise live on
+        // guests, the watchdog never seeing it starve).
+        if !g.may_start_working() && !g.manager_active {
+            g = self.create_worker(g, 0);
+        }
         let idx = Self::attach_borrowed(&mut g, WState::Guest);
         let guard = BorrowedExit { pool: self, idx };
         let mut cache = None;
