@@ -35,6 +35,7 @@ mod pool;
 mod priority;
 pub mod sched;
 pub mod snapshot;
+mod spawn;
 mod timer;
 pub mod topology;
 mod watchdog;
@@ -49,6 +50,7 @@ pub use pool::{
 };
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::{Snapshot, snapshot};
+pub use spawn::{JoinError, JoinHandle};
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, cpu_intensive_thresh, set_cpu_intensive_thresh,
     watchdog_ticks,

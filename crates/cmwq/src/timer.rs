@@ -52,7 +52,7 @@ fn timer() -> &'static Timer {
 }
 
 fn key(w: &Arc<WorkInner>) -> usize {
-    Arc::as_ptr(w) as usize
+    crate::work::addr(w)
 }
 
 /// The longest delay honoured: about 34,800 years. Longer ones (up to

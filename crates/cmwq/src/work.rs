@@ -21,10 +21,25 @@ use std::sync::{Arc, Condvar, Mutex};
 pub(crate) const PENDING: u32 = 1;
 const DISABLE_ONE: u32 = 1 << 16;
 
-/// The shared part of a [`Work`].
-pub(crate) struct WorkInner {
+/// What a work item runs: a [`Work`]'s callback, or a spawned job
+/// ([`crate::JoinHandle`]). Stored inline at the end of the item's
+/// [`WorkCell`], so an item is one allocation whatever it runs.
+pub(crate) trait Job: Send + Sync + 'static {
+    /// Runs one cycle.
+    fn run(&self);
+}
+
+impl<F: Fn() + Send + Sync + 'static> Job for F {
+    fn run(&self) {
+        self()
+    }
+}
+
+/// The shared part of a [`Work`]: the state word, the cycle counters and the
+/// job, in one allocation (the job last, so the cell can be unsized to
+/// `WorkCell<dyn Job>`, the type the engine queues).
+pub(crate) struct WorkCell<J: ?Sized> {
     pub(crate) state: AtomicU32,
-    pub(crate) func: Box<dyn Fn() + Send + Sync>,
     /// Id + 1 of the pool that holds the item or last ran it; 0: never queued.
     pub(crate) pool: AtomicU32,
     pub(crate) queued: AtomicU64,
@@ -32,9 +47,34 @@ pub(crate) struct WorkInner {
     waiters: AtomicU32,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
+    pub(crate) func: J,
 }
 
-impl WorkInner {
+/// A work item as the engine holds it.
+pub(crate) type WorkInner = WorkCell<dyn Job>;
+
+impl<J> WorkCell<J> {
+    /// A fresh, idle item running `func`.
+    pub(crate) fn new(func: J) -> WorkCell<J> {
+        WorkCell {
+            state: AtomicU32::new(0),
+            pool: AtomicU32::new(0),
+            queued: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            waiters: AtomicU32::new(0),
+            wait_lock: Mutex::new(()),
+            wait_cv: Condvar::new(),
+            func,
+        }
+    }
+}
+
+/// The address that names an item (thin, whatever its job type).
+pub(crate) fn addr<J: ?Sized>(w: &WorkCell<J>) -> usize {
+    w as *const WorkCell<J> as *const u8 as usize
+}
+
+impl<J: ?Sized> WorkCell<J> {
     /// Takes the next queue cycle: sets PENDING unless it is set or the work is disabled.
     pub(crate) fn try_claim(&self) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
@@ -107,8 +147,8 @@ impl WorkInner {
     /// that waits is one of those waited for): panic with the call and the
     /// queue instead of hanging, as the kernel's `check_flush_dependency` and
     /// lockdep report it. The worker survives the panic (it is the item's).
-    fn refuse_self_wait(&self, call: &str) {
-        if crate::pool::current_work_addr() == self as *const WorkInner as usize {
+    pub(crate) fn refuse_self_wait(&self, call: &str) {
+        if crate::pool::current_work_addr() == addr(self) {
             let wq = crate::workqueue::current_wq_name().unwrap_or_else(|| "?".into());
             panic!(
                 "cmwq: {call} called from the work item it waits for (on workqueue {wq:?}): \
@@ -129,7 +169,9 @@ impl WorkInner {
             });
         matches!(prev, Ok(s) if s < 2 * DISABLE_ONE)
     }
+}
 
+impl WorkInner {
     /// Steals a pending cycle off whatever list holds it. True if it was pending.
     pub(crate) fn grab_pending(self: &Arc<Self>) -> bool {
         loop {
@@ -183,16 +225,8 @@ impl fmt::Debug for Work {
 impl Work {
     /// Makes a work item that runs `f` each time it is queued.
     pub fn new(f: impl Fn() + Send + Sync + 'static) -> Work {
-        Work(Arc::new(WorkInner {
-            state: AtomicU32::new(0),
-            func: Box::new(f),
-            pool: AtomicU32::new(0),
-            queued: AtomicU64::new(0),
-            done: AtomicU64::new(0),
-            waiters: AtomicU32::new(0),
-            wait_lock: Mutex::new(()),
-            wait_cv: Condvar::new(),
-        }))
+        // One allocation: the callback lives inside the cell.
+        Work(Arc::new(WorkCell::new(f)))
     }
 
     /// True while the item is queued and has not started (the kernel's `work_pending`).

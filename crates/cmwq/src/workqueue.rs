@@ -23,13 +23,14 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::Thread;
 use std::time::Duration;
 
 use crate::error::Error;
 use crate::pool::{self, NR_COLORS, Pool, PoolAttrs, WakeMode};
 use crate::priority::{self, PoolPrio, Priority};
 use crate::sched;
+use crate::spawn::{self, JoinHandle};
 use crate::timer;
 use crate::topology::{Scope, Topology};
 use crate::work::{Work, WorkInner};
@@ -308,7 +309,7 @@ struct Rescuer {
     /// Pwqs that asked for help, as (pool id, slot), oldest first.
     mayday: Mutex<VecDeque<(u32, u32)>>,
     thread: OnceLock<Thread>,
-    join: Mutex<Option<JoinHandle<()>>>,
+    join: Mutex<Option<std::thread::JoinHandle<()>>>,
     stop: AtomicBool,
     tid: std::sync::atomic::AtomicI32,
 }
@@ -316,6 +317,9 @@ struct Rescuer {
 /// The shared state of a workqueue.
 pub(crate) struct WqInner {
     pub name: String,
+    /// Gets the payload of this queue's items' panics, instead of the
+    /// process-wide hook.
+    panic_handler: Option<PanicHandler>,
     pub flags: WqFlags,
     pub unbound: bool,
     pub ordered: bool,
@@ -698,6 +702,17 @@ pub struct WorkqueueBuilder {
     priority: Priority,
     fallback: bool,
     nice: Option<i32>,
+    panic_handler: Option<PanicHandler>,
+}
+
+/// A workqueue's own panic handler (see [`WorkqueueBuilder::panic_handler`]).
+#[derive(Clone)]
+struct PanicHandler(Arc<dyn Fn(Box<dyn Any + Send>) + Send + Sync>);
+
+impl std::fmt::Debug for PanicHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PanicHandler")
+    }
 }
 
 /// How many workers of an unbound pool run at once.
@@ -719,7 +734,8 @@ pub enum UnboundConcurrency {
     Unmanaged,
 }
 
-/// A workqueue: queue [`Work`] to it; it runs on shared, topology-aware pools.
+/// A workqueue: queue [`Work`] to it, or [`spawn`](Workqueue::spawn) one-off
+/// jobs; it runs them on shared, topology-aware pools.
 ///
 /// Handles are cheap to clone; when the last one is dropped the workqueue is
 /// destroyed: pending delayed work is queued at once, everything queued runs,
@@ -886,6 +902,33 @@ impl WorkqueueBuilder {
         self.fallback = yes;
         self
     }
+    /// Hands the payload of every panic of this queue's work items to
+    /// `handler` (as rayon's `ThreadPoolBuilder::panic_handler`), instead of
+    /// the process-wide [`set_panic_hook`]. The worker survives either way; a
+    /// handler that panics itself is caught too ([`panic_reports_failed`]).
+    /// Jobs from [`Workqueue::spawn`] hand their panics to their handle.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(None));
+    /// let s = seen.clone();
+    /// let wq = cmwq::Workqueue::builder("ph_doc")
+    ///     .panic_handler(move |p| *s.lock().unwrap() = p.downcast_ref::<&str>().copied())
+    ///     .build()
+    ///     .unwrap();
+    /// let w = cmwq::Work::new(|| panic!("boom"));
+    /// wq.queue(&w);
+    /// w.flush();
+    /// assert_eq!(*seen.lock().unwrap(), Some("boom"));
+    /// ```
+    pub fn panic_handler(
+        mut self,
+        handler: impl Fn(Box<dyn Any + Send>) + Send + Sync + 'static,
+    ) -> Self {
+        self.panic_handler = Some(PanicHandler(Arc::new(handler)));
+        self
+    }
+
     /// The nice value of an unbound queue's workers (−20..=19, default 0; the
     /// kernel's `nice` attribute).
     pub fn nice(mut self, n: i32) -> Self {
@@ -995,6 +1038,7 @@ impl WorkqueueBuilder {
             .collect();
         let inner = Arc::new(WqInner {
             name: self.name.clone(),
+            panic_handler: self.panic_handler.clone(),
             flags: self.flags,
             unbound,
             ordered: self.ordered,
@@ -1394,6 +1438,7 @@ impl Workqueue {
             priority: Priority::Normal,
             fallback: false,
             nice: None,
+            panic_handler: None,
         }
     }
 
@@ -1419,20 +1464,84 @@ impl Workqueue {
 
     /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
     /// queue, that CPU's pod for an unbound one. A CPU with no pool is an error.
+    ///
+    /// ```
+    /// let wq = cmwq::Workqueue::builder("queue_on_doc").build().unwrap();
+    /// let w = cmwq::Work::new(|| {});
+    /// assert_eq!(wq.queue_on(0, &w), Ok(true));
+    /// assert!(wq.queue_on(1 << 20, &w).is_err(), "no such CPU");
+    /// w.flush();
+    /// ```
     pub fn queue_on(&self, cpu: usize, work: &Work) -> Result<bool, Error> {
+        self.check_cpu(cpu)?;
+        if !work.0.try_claim() {
+            return Ok(false);
+        }
+        Ok(self.inner.queue_claimed(&work.0, Some(cpu), false))
+    }
+
+    fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
         let m = &self.inner.map;
         let known = m.has(cpu)
             || (self.inner.unbound
                 && m.route[..m.route_len.load(Ordering::Acquire)]
                     .iter()
                     .any(|a| a.load(Ordering::Acquire) == cpu));
-        if !known {
-            return Err(Error::OfflineCpu { cpu });
+        if known {
+            Ok(())
+        } else {
+            Err(Error::OfflineCpu { cpu })
         }
-        if !work.0.try_claim() {
-            return Ok(false);
+    }
+
+    /// Runs a one-off closure on this workqueue and returns a handle to its
+    /// result (see [`JoinHandle`]). The job is an item of this queue:
+    /// `max_active`, ordered order, [`flush`](Self::flush), [`drain`](Self::drain)
+    /// and destroy treat it as any other. One allocation per spawn.
+    ///
+    /// Use a [`Work`] for an item that is queued again and again (it has the
+    /// pending bit: queueing it while pending does nothing, and it can be
+    /// cancelled or disabled); use `spawn` for a job that runs once and
+    /// returns something.
+    ///
+    /// ```
+    /// let wq = cmwq::Workqueue::builder("spawn_doc2").unbound().build().unwrap();
+    /// let handles: Vec<_> = (0..4u64).map(|i| wq.spawn(move || i * i)).collect();
+    /// let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    /// assert_eq!(sum, 14);
+    /// ```
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_at(None, f)
+    }
+
+    /// [`spawn`](Self::spawn) for `cpu`, as [`queue_on`](Self::queue_on): that
+    /// CPU's pool for a bound queue, its pod for an unbound one. A CPU with no
+    /// pool is an error.
+    pub fn spawn_on<F, T>(&self, cpu: usize, f: F) -> Result<JoinHandle<T>, Error>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.check_cpu(cpu)?;
+        Ok(self.spawn_at(Some(cpu), f))
+    }
+
+    fn spawn_at<F, T>(&self, cpu: Option<usize>, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (item, handle) = spawn::job(f);
+        let claimed = item.try_claim();
+        debug_assert!(claimed, "a new item is idle");
+        if !self.inner.queue_claimed(&item, cpu, false) {
+            spawn::refused(&handle);
         }
-        Ok(self.inner.queue_claimed(&work.0, Some(cpu), false))
+        handle
     }
 
     /// Queues `dw` after `delay` (`queue_delayed_work`); false if already pending.
@@ -1864,6 +1973,21 @@ pub(crate) fn current_wq_name() -> Option<String> {
         .into_iter()
         .find(|w| Arc::as_ptr(w) as usize == addr)
         .map(|w| w.name.clone())
+}
+
+impl WqInner {
+    /// Reports a panic of one of this queue's items: to its own handler if it
+    /// has one, else as [`report_panic`] does. Never unwinds.
+    pub(crate) fn report_panic(&self, payload: Box<dyn Any + Send>) {
+        let Some(h) = &self.panic_handler else {
+            return report_panic(&self.name, payload);
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (h.0)(payload)));
+        if let Err(p) = r {
+            REPORTS_FAILED.fetch_add(1, Ordering::Relaxed);
+            std::mem::forget(p);
+        }
+    }
 }
 
 pub(crate) fn report_panic(wq: &str, payload: Box<dyn Any + Send>) {

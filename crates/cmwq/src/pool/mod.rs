@@ -1887,13 +1887,13 @@ fn process_one_work<'a>(
     unlock_wake(pool, g, wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT_WQ.with(|c| c.set(wq_addr));
-    CURRENT_WORK.with(|c| c.set(Arc::as_ptr(&item.work) as usize));
-    let res = catch_unwind(AssertUnwindSafe(|| (item.work.func)()));
+    CURRENT_WORK.with(|c| c.set(crate::work::addr(&item.work)));
+    let res = catch_unwind(AssertUnwindSafe(|| item.work.func.run()));
     CURRENT_WQ.with(|c| c.set(0));
     CURRENT_WORK.with(|c| c.set(0));
     let panicked = res.is_err();
     if let Err(payload) = res {
-        crate::workqueue::report_panic(&wq.name, payload);
+        wq.report_panic(payload);
     }
     if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
     {
