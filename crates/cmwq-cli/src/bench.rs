@@ -66,6 +66,12 @@ pub struct BenchArgs {
     /// workqueue.cache_shard_size) [default: 8]
     #[arg(long, value_name = "N")]
     pub cache_shard_size: Option<usize>,
+    /// cmwq: how each item is submitted: `work` (a `Work` per in-flight slot,
+    /// made once and re-queued, as the kernel's `queue_work` of a
+    /// `work_struct`) or `spawn` (`Workqueue::spawn` of a one-off closure per
+    /// item, what the peers are given)
+    #[arg(long, value_name = "HOW", default_value = "work", value_parser = ["work", "spawn"])]
+    pub submit: String,
 }
 
 /// Turn the arguments into a validated configuration.
@@ -81,6 +87,7 @@ pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
     c.strict = a.strict;
     c.wake_under_lock = a.wake == "under-lock";
     c.unmanaged = a.unbound_concurrency == "unmanaged";
+    c.spawn = a.submit == "spawn";
     c.cache_shard_size = a.cache_shard_size;
     if let Some(spec) = &c.synthetic {
         cmwq::topology::Topology::from_synthetic(spec).map_err(|e| format!("--synthetic: {e}"))?;

@@ -39,6 +39,7 @@ impl ExecutorFactory for CmwqFactory {
             wq,
             virt,
             producers: ctx.producers,
+            spawn: ctx.spawn,
         }))
     }
 }
@@ -85,6 +86,8 @@ struct CmwqExec {
     virt: Option<Vec<usize>>,
     /// Producer threads of the run.
     producers: usize,
+    /// `--submit spawn`: a one-off closure per item.
+    spawn: bool,
 }
 
 /// A producer's work items, one per in-flight slot, created once and re-queued.
@@ -103,17 +106,24 @@ impl Executor for CmwqExec {
         slots: usize,
         done: Arc<Completion>,
     ) -> Box<dyn Producer + 'a> {
+        // Producers are spread evenly over the synthetic machine's CPUs.
+        let cpu = self
+            .virt
+            .as_ref()
+            .map(|v| v[(id * v.len() / self.producers.max(1)) % v.len()]);
+        if self.spawn {
+            return Box::new(SpawnProducer {
+                wq: &self.wq,
+                done,
+                cpu,
+            });
+        }
         let works = (0..slots)
             .map(|_| {
                 let d = done.clone();
                 cmwq::Work::new(move || d.complete())
             })
             .collect();
-        // Producers are spread evenly over the synthetic machine's CPUs.
-        let cpu = self
-            .virt
-            .as_ref()
-            .map(|v| v[(id * v.len() / self.producers.max(1)) % v.len()]);
         Box::new(CmwqProducer {
             wq: &self.wq,
             works,
@@ -123,6 +133,31 @@ impl Executor for CmwqExec {
 
     fn quiesce(&self) {
         self.wq.flush();
+    }
+}
+
+/// `--submit spawn`: each submit spawns a one-off closure that signals the
+/// producer's completion; the handle is dropped (the job is detached), as
+/// the peers' boxed closures are fire-and-forget.
+struct SpawnProducer<'a> {
+    wq: &'a cmwq::Workqueue,
+    done: Arc<Completion>,
+    cpu: Option<usize>,
+}
+
+impl Producer for SpawnProducer<'_> {
+    #[inline]
+    fn submit(&mut self, _slot: usize) {
+        let d = self.done.clone();
+        let job = move || d.complete();
+        let h = match self.cpu {
+            Some(c) => self
+                .wq
+                .spawn_on(c, job)
+                .expect("cmwq: a synthetic CPU of the run has a pool"),
+            None => self.wq.spawn(job),
+        };
+        drop(h);
     }
 }
 
@@ -156,6 +191,7 @@ mod tests {
             strict: false,
             wake_under_lock: false,
             unmanaged: false,
+            spawn: false,
             cache_shard_size: shard,
             cpus: &cpus,
         };

@@ -61,6 +61,11 @@ pub struct BenchConfig {
     /// `None`: the library's default, 8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_shard_size: Option<usize>,
+    /// cmwq: submit each item as a one-off closure with `Workqueue::spawn`
+    /// (`--submit spawn`, what the peers do) instead of re-queueing a `Work`
+    /// made once per slot (`--submit work`, the kernel's shape).
+    #[serde(default)]
+    pub spawn: bool,
     /// A run in which no item completes for this long fails instead of hanging
     /// (default [`STALL_TIMEOUT`](super::runner::STALL_TIMEOUT); not in the JSON).
     #[serde(skip)]
@@ -84,6 +89,7 @@ impl BenchConfig {
             wake_under_lock: false,
             unmanaged: false,
             cache_shard_size: None,
+            spawn: false,
             stall_timeout: super::runner::STALL_TIMEOUT,
         }
     }

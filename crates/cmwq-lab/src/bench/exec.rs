@@ -74,6 +74,9 @@ pub struct BuildCtx<'a> {
     pub unmanaged: bool,
     /// cmwq only: cores per `cache_shard` pod (`None`: the library's default).
     pub cache_shard_size: Option<usize>,
+    /// cmwq only: submit one-off closures with `spawn` instead of re-queueing
+    /// a `Work` per slot.
+    pub spawn: bool,
     /// The CPUs this process may run on, in ascending order (producer `i` is pinned
     /// to `cpus[i % cpus.len()]`).
     pub cpus: &'a [usize],

@@ -359,6 +359,7 @@ pub fn run_once(
         strict: cfg.strict,
         wake_under_lock: cfg.wake_under_lock,
         unmanaged: cfg.unmanaged,
+        spawn: cfg.spawn,
         cache_shard_size: cfg.cache_shard_size,
         cpus,
     };
