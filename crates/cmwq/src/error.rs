@@ -4,8 +4,10 @@ use std::fmt;
 
 use crate::topology::TopologyError;
 
-/// What can go wrong building or using a workqueue.
+/// What can go wrong building or using a workqueue. Non-exhaustive: new
+/// failures may be added without a major version.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// Reading or building the topology failed.
     Topology(TopologyError),
