@@ -770,7 +770,7 @@ pub fn ps(a: PsArgs) -> Result<(), String> {
 }
 
 /// Runs the hidden `__control-child`: four workqueues with work flowing (five
-/// with `--wide`), the control endpoint served, "ready <socket>" on stdout;
+/// with `--wide`), the control endpoint served, `ready SOCKET` on stdout;
 /// each stdin line `snapshot` prints the process's own snapshot as one JSON
 /// line; EOF or `exit` ends it (with `--no-stop`, leaving the socket to the
 /// exit hook).

@@ -48,7 +48,7 @@ struct CostArgs {
     #[arg(long, value_name = "N", default_value_t = 16)]
     burst: usize,
     /// Print one JSON document (schema cmwq-percpu-cost/1) with a flat "metrics" object;
-    /// metric names carry a "<mode> " prefix when more than one mode runs
+    /// metric names carry a "MODE " prefix (e.g. "qpw ") when more than one mode runs
     #[arg(long)]
     json: bool,
 }
@@ -66,7 +66,7 @@ struct IsolationArgs {
     #[arg(long, value_name = "N", default_value_t = 5)]
     drain_interval_ms: u64,
     /// Print one JSON document (schema cmwq-percpu-isolation/1) with a flat "metrics" object;
-    /// metric names carry a "<mode> " prefix when more than one mode runs
+    /// metric names carry a "MODE " prefix (e.g. "qpw ") when more than one mode runs
     #[arg(long)]
     json: bool,
 }

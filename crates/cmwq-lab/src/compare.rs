@@ -352,7 +352,7 @@ pub fn describe_status(status: i32) -> String {
 const TAIL_LINES: usize = 4;
 
 /// The end of a failed run's stderr, in order, on one line (` | ` between
-/// lines): its last [`TAIL_LINES`] non-blank lines and, when it came earlier
+/// lines): its last `TAIL_LINES` (4) non-blank lines and, when it came earlier
 /// (a panic followed by its backtrace), the last line that reads as the
 /// error itself (`error...`, `... panicked at ...` and its message,
 /// `cmwq: ...`), before a `...`.

@@ -26,6 +26,13 @@
 //! ```
 //!
 //! Where user space forces a difference from the kernel, the item's docs say so.
+//!
+//! Whole programs are in the crate's `examples/` directory, each runnable with
+//! `cargo run -p cmwq --example NAME`: `first_use`, `debounce` (a
+//! [`DelayedWork`] re-armed on every event), `ordered`, `priorities`
+//! ([`Priority`] and its fallback without `CAP_SYS_NICE`), `percpu_drain`
+//! ([`percpu::PerCpu`] in QPW mode) and `service_dump` ([`control::serve`],
+//! read with `cmwq dump --pid PID`).
 
 pub mod control;
 mod error;

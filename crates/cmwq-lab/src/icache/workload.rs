@@ -2,7 +2,7 @@
 //!
 //! Both run the same queue/run loop on one unbound workqueue: the calling
 //! thread is the producer; it announces a batch on a
-//! [`Completion`](crate::bench::Completion), queues `batch` distinct work
+//! [`Completion`], queues `batch` distinct work
 //! items, and sleeps until all ran; repeat until `items` ran. Every item goes
 //! through the pool lock's release path (`unlock_wake`) on queue and on run,
 //! so both builds execute the variable on every item. What differs is the

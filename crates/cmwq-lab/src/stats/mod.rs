@@ -58,7 +58,7 @@ pub use bootstrap::{
     BootstrapCi, DEFAULT_SEED, bootstrap_median_delta_ci, bootstrap_median_deltas,
 };
 pub use compare::{CompareConfig, Comparison, Direction, Verdict, compare, delta_pct};
-pub use mann_whitney::{MannWhitney, MwuMethod, mann_whitney_u};
+pub use mann_whitney::{MannWhitney, MwuMethod, PERMUTATION_LIMIT, mann_whitney_u};
 pub use normal::{erfc, normal_sf};
 pub use rng::{SplitMix64, Xoshiro256StarStar};
 pub use summary::{Side, StatsError, Summary, median, percentile, percentile_sorted};
