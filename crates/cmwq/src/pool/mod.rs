@@ -638,6 +638,14 @@ impl PoolInner {
         self.lanes[d].worklist.remove(pos)
     }
 
+    /// Pwq `slot` is still `wq`'s (not freed and reused for another queue).
+    fn pwq_of(&self, slot: u32, wq: &Arc<WqInner>) -> bool {
+        self.pwqs[slot as usize]
+            .wq
+            .as_ref()
+            .is_some_and(|x| Arc::ptr_eq(x, wq))
+    }
+
     /// Puts an active item on its lane's worklist.
     fn push_active(&mut self, it: Item) {
         self.lanes[usize::from(it.lane)].worklist.push_back(it);
@@ -1148,10 +1156,7 @@ impl Pool {
     /// Returns false (budget not used) if the pwq has nothing inactive.
     pub(crate) fn activate_one_unbound(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
         let mut g = self.lock();
-        let same = g.pwqs[slot as usize]
-            .wq
-            .as_ref()
-            .is_some_and(|x| Arc::ptr_eq(x, wq));
+        let same = g.pwq_of(slot, wq);
         if !same {
             return false;
         }
@@ -1530,10 +1535,7 @@ impl Pool {
     /// still starves with items of that pwq waiting (mayday again).
     pub(crate) fn rescue(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
         let mut g = self.lock();
-        let same = g.pwqs[slot as usize]
-            .wq
-            .as_ref()
-            .is_some_and(|x| Arc::ptr_eq(x, wq));
+        let same = g.pwq_of(slot, wq);
         if !same {
             return false;
         }
@@ -1592,10 +1594,7 @@ pub(crate) fn find_running(
     let g = pool.lock();
     let w = g.find_executing(work)?;
     let slot = g.workers[w].current_pwq;
-    let same = g.pwqs[slot as usize]
-        .wq
-        .as_ref()
-        .is_some_and(|x| Arc::ptr_eq(x, wq));
+    let same = g.pwq_of(slot, wq);
     same.then_some((pool, slot))
 }
 
