@@ -1033,7 +1033,7 @@ impl WorkqueueBuilder {
                 pending_len: AtomicUsize::new(0),
                 // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
                 batch: (max_active / 16).clamp(1, 32),
-                pending: Mutex::new(VecDeque::new()),
+                pending: Mutex::new(VecDeque::with_capacity(8)),
             })
             .collect();
         let inner = Arc::new(WqInner {

@@ -979,7 +979,10 @@ impl Pool {
             wq: Some(wq),
             max_active,
             nr_active: 0,
-            inactive: VecDeque::new(),
+            // Room up front, as for the lane worklists: a pwq first used late
+            // (a lane pool of the pod the queuer just moved to) must not
+            // allocate on the queue path.
+            inactive: VecDeque::with_capacity(8),
             in_flight: [0; NR_COLORS],
             nr_in_flight: 0,
             work_color: color,
