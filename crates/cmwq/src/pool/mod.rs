@@ -438,15 +438,19 @@ impl PoolInner {
     }
 
     /// Whether a worker of lane `h` starting an item should time it: only
-    /// when items wait behind it and another CPU of the pod could take them.
+    /// when items wait behind it and another CPU of the pod could take them
+    /// (another lane of this pool, or a partner lane pool that can lend).
     fn should_time(&self, h: usize, cap: usize) -> bool {
-        self.lanes.len() > 1
-            && self.lanes[h].has_work()
-            && self
+        self.lanes[h].has_work()
+            && (self
                 .lanes
                 .iter()
                 .enumerate()
                 .any(|(d, l)| d != h && l.free(cap))
+                || self
+                    .partners
+                    .iter()
+                    .any(|p| p.lendable.0.load(Ordering::Relaxed)))
     }
     /// The kernel's cull rule: more than 2 idle, and idle beyond 2 is a quarter of busy.
     fn too_many_workers(&self) -> bool {
