@@ -1163,8 +1163,7 @@ impl Pool {
     /// Returns false (budget not used) if the pwq has nothing inactive.
     pub(crate) fn activate_one_unbound(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
         let mut g = self.lock();
-        let same = g.pwq_of(slot, wq);
-        if !same {
+        if !g.pwq_of(slot, wq) {
             return false;
         }
         let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else {
@@ -1542,8 +1541,7 @@ impl Pool {
     /// still starves with items of that pwq waiting (mayday again).
     pub(crate) fn rescue(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
         let mut g = self.lock();
-        let same = g.pwq_of(slot, wq);
-        if !same {
+        if !g.pwq_of(slot, wq) {
             return false;
         }
         let idx = Self::attach_borrowed(&mut g, WState::Rescuer);
