@@ -35,36 +35,45 @@
 //! read with `cmwq dump --pid PID`).
 
 pub mod control;
+mod engine;
 mod error;
 mod params;
 pub mod percpu;
-mod pool;
 mod priority;
 pub mod sched;
 pub mod snapshot;
 mod spawn;
-mod timer;
+mod sync;
 pub mod topology;
-mod watchdog;
-mod work;
-mod workqueue;
+mod types;
 
-pub use error::Error;
-pub use params::check_env;
-pub use pool::{
-    BlockingGuard, DFL_SPREAD_THRESH, PoolCounts, WakeMode, blocking, debug_fail_worker_creation,
-    debug_kill_next_worker, set_idle_timeout, set_spread_thresh, spread_thresh,
+// `crate::work` is the path `spawn` knows the work cell by.
+use engine::work;
+
+/// What the engine calls in the layers above it (see `engine::Hooks`).
+const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
+    control_autostart: control::autostart,
 };
-pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
-pub use snapshot::{Snapshot, snapshot};
-pub use spawn::{JoinError, JoinHandle};
-pub use watchdog::{
+
+pub use engine::pool::{
+    BlockingGuard, DFL_SPREAD_THRESH, blocking, debug_fail_worker_creation, debug_kill_next_worker,
+    set_idle_timeout, set_spread_thresh, spread_thresh,
+};
+pub use engine::watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, cpu_intensive_thresh, set_cpu_intensive_thresh,
     watchdog_ticks,
 };
-pub use work::Work;
-pub use workqueue::{
-    DFL_ACTIVE, DelayedWork, MAX_ACTIVE, MIN_ACTIVE, UnboundConcurrency, Workqueue,
-    WorkqueueBuilder, WorkqueueStats, WqAttrs, WqFlags, panic_reports_failed, set_panic_hook,
-    system, system_highpri, system_long, system_unbound, workqueue_names,
+pub use engine::work::Work;
+pub use engine::workqueue::{
+    DelayedWork, Workqueue, WorkqueueBuilder, panic_reports_failed, set_panic_hook, system,
+    system_highpri, system_long, system_unbound, workqueue_names,
+};
+pub use error::Error;
+pub use params::check_env;
+pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
+pub use snapshot::{Snapshot, snapshot};
+pub use spawn::{JoinError, JoinHandle};
+pub use types::{
+    DFL_ACTIVE, MAX_ACTIVE, MIN_ACTIVE, PoolCounts, UnboundConcurrency, WakeMode, WorkqueueStats,
+    WqAttrs, WqFlags,
 };

@@ -20,11 +20,11 @@
 //! guess from capability bits.
 
 use std::fmt;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::error::Error;
 use crate::sched;
+use crate::sync::Mutex;
 
 /// The priority of a workqueue's workers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
@@ -119,7 +119,7 @@ pub fn highpri_policy() -> Result<HighpriPolicy, Error> {
         POLICY_FIFO => return Ok(HighpriPolicy::Fifo),
         _ => {}
     }
-    let mut g = POLICY_ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = POLICY_ENV.lock();
     g.get_or_insert_with(|| {
         crate::params::env_parse("CMWQ_HIGHPRI_POLICY", "nice or fifo", |s| {
             s.parse::<HighpriPolicy>().ok()

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::WorkqueueStats;
 use crate::topology::Scope;
-use crate::workqueue::WqAttrs;
+use crate::types::WqAttrs;
 
 /// Version of the snapshot layout; bumped when a field changes meaning.
 pub const SNAPSHOT_VERSION: u32 = 1;
@@ -246,9 +246,9 @@ pub struct RescuerSnap {
 /// drop(wq);
 /// ```
 pub fn snapshot() -> Snapshot {
-    let topology = crate::workqueue::topology_snap();
-    let workqueues = crate::workqueue::workqueue_snaps();
-    let pools = crate::pool::pool_snaps();
+    let topology = crate::engine::workqueue::topology_snap();
+    let workqueues = crate::engine::workqueue::workqueue_snaps();
+    let pools = crate::engine::pool::pool_snaps();
     let taken_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);

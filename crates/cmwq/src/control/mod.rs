@@ -85,15 +85,16 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::sched;
 use crate::snapshot::Snapshot;
-use crate::workqueue::WqAttrs;
+use crate::sync::Mutex;
+use crate::types::WqAttrs;
 pub use proto::{KNOBS, MAX_REQUEST, Request, Response, echo_cpumask, parse_hex_cpumask};
 
 /// Connections served at once; more are told the server is busy.
@@ -418,10 +419,8 @@ extern "C" fn remove_socket_at_exit() {
     if GLOBAL_PID.load(Ordering::SeqCst) != std::process::id() {
         return;
     }
-    let g = match GLOBAL.try_lock() {
-        Ok(g) => g,
-        Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(TryLockError::WouldBlock) => return,
+    let Some(g) = GLOBAL.try_lock() else {
+        return;
     };
     if let Some(s) = g.as_ref() {
         s.remove_socket_file();
@@ -456,7 +455,7 @@ fn register_exit_hook() {
 /// std::fs::remove_dir(&dir).unwrap();
 /// ```
 pub fn serve() -> Result<PathBuf, Error> {
-    let mut g = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = GLOBAL.lock();
     if let Some(s) = g.as_ref() {
         return Ok(s.path.clone());
     }
@@ -472,16 +471,12 @@ pub fn serve() -> Result<PathBuf, Error> {
 
 /// The socket of this process's endpoint, if it serves one.
 pub fn serving() -> Option<PathBuf> {
-    GLOBAL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map(|s| s.path.clone())
+    GLOBAL.lock().as_ref().map(|s| s.path.clone())
 }
 
 /// Stops this process's endpoint and removes its socket.
 pub fn stop() {
-    let s = GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let s = GLOBAL.lock().take();
     drop(s);
 }
 

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::Workqueue;
 use crate::snapshot::{SNAPSHOT_VERSION, Snapshot};
 use crate::topology::{CPU_ID_LIMIT, Scope, parse_cpulist};
-use crate::workqueue::WqAttrs;
+use crate::types::WqAttrs;
 
 /// The longest request line accepted, in bytes (the newline included).
 pub const MAX_REQUEST: usize = 64 * 1024;
@@ -161,7 +161,7 @@ fn set_knob(name: &str, knob: &str, value: &str) -> Result<WqAttrs, String> {
             KNOBS.join(", ")
         ));
     }
-    let mut found = crate::workqueue::find_by_name(name);
+    let mut found = crate::engine::workqueue::find_by_name(name);
     let wq = match found.len() {
         0 => return Err(format!("no workqueue named {name:?}")),
         1 => found.pop().expect("one"),

@@ -89,9 +89,10 @@ mod mode;
 pub use mode::{Mode, PercpuError, QPW_ENV, parse_qpw};
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::sched;
+use crate::sync::{Mutex, MutexGuard};
 use crate::topology::Topology;
 use crate::{Work, Workqueue};
 
@@ -106,7 +107,7 @@ impl<T> Slot<T> {
     fn lock(&self) -> MutexGuard<'_, T> {
         // A panic under the lock leaves the slot as the panicking code left it;
         // kernel locks have no poisoning, and neither do these.
-        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+        self.lock.lock()
     }
 }
 
@@ -326,7 +327,7 @@ impl<T: Send + 'static> PerCpu<T> {
         let mailbox: Mailbox<F, R> = Arc::new(Mutex::new((Some(f), None)));
         let (inner, mb) = (self.inner.clone(), mailbox.clone());
         let work = Work::new(move || {
-            let mut m = mb.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = mb.lock();
             if let Some(f) = m.0.take() {
                 let r = f(&mut inner.slots[cpu].lock());
                 m.1 = Some(r);
@@ -340,14 +341,14 @@ impl<T: Send + 'static> PerCpu<T> {
             // No pool for that CPU (outside our affinity or offline), or the
             // queue refused: nobody of ours runs there, drain in place.
             Ok(false) | Err(_) => {
-                let mut m = mailbox.lock().unwrap_or_else(|p| p.into_inner());
+                let mut m = mailbox.lock();
                 Err(m.0.take().expect("the work item never ran"))
             }
         }
     }
 
     fn collect<F, R>(cpu: usize, mailbox: &Mailbox<F, R>) -> Result<R, PercpuError> {
-        let mut m = mailbox.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = mailbox.lock();
         m.1.take().ok_or(PercpuError::DrainPanicked { cpu })
     }
 }

@@ -9,11 +9,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::work::WorkInner;
-use crate::workqueue::WqInner;
+use super::work::WorkInner;
+use super::workqueue::WqInner;
+use crate::sync::{Condvar, Mutex};
 
 struct Armed {
     seq: u64,
@@ -52,7 +53,7 @@ fn timer() -> &'static Timer {
 }
 
 fn key(w: &Arc<WorkInner>) -> usize {
-    crate::work::addr(w)
+    super::work::addr(w)
 }
 
 /// The longest delay honoured: about 34,800 years. Longer ones (up to
@@ -67,7 +68,7 @@ pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, 
         .checked_add(delay.min(MAX_DELAY))
         .unwrap_or(now + Duration::from_secs(1 << 30));
     let t = timer();
-    let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = t.state.lock();
     s.seq += 1;
     let seq = s.seq;
     let k = key(work);
@@ -88,7 +89,7 @@ pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, 
 /// Disarms `work` if its timer is armed; the cycle ends as cancelled.
 pub(crate) fn steal(work: &Arc<WorkInner>) -> bool {
     let Some(t) = TIMER.get() else { return false };
-    let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = t.state.lock();
     if s.armed.remove(&key(work)).is_none() {
         return false;
     }
@@ -101,13 +102,8 @@ pub(crate) fn steal(work: &Arc<WorkInner>) -> bool {
 /// If `work`'s timer is armed, queues it now.
 pub(crate) fn fire_now(work: &Arc<WorkInner>) {
     let Some(t) = TIMER.get() else { return };
-    let _d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
-    let a = t
-        .state
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .armed
-        .remove(&key(work));
+    let _d = t.deliver.lock();
+    let a = t.state.lock().armed.remove(&key(work));
     if let Some(a) = a {
         let _ = a.wq.queue_claimed(&a.work, a.cpu, true);
     }
@@ -116,8 +112,8 @@ pub(crate) fn fire_now(work: &Arc<WorkInner>) {
 /// Queues every armed item of `wq` now (workqueue destruction); returns how many.
 pub(crate) fn fire_all_for(wq: &Arc<WqInner>) -> usize {
     let Some(t) = TIMER.get() else { return 0 };
-    let _d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
-    let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+    let _d = t.deliver.lock();
+    let mut s = t.state.lock();
     let keys: Vec<usize> = s
         .armed
         .iter()
@@ -142,8 +138,8 @@ fn timer_thread() {
     };
     let mut fired = Vec::new();
     loop {
-        let d = t.deliver.lock().unwrap_or_else(|e| e.into_inner());
-        let mut s = t.state.lock().unwrap_or_else(|e| e.into_inner());
+        let d = t.deliver.lock();
+        let mut s = t.state.lock();
         let now = Instant::now();
         while let Some(Reverse((at, seq, k))) = s.heap.peek().copied() {
             if at > now {
@@ -161,8 +157,8 @@ fn timer_thread() {
                 .peek()
                 .map(|Reverse((at, _, _))| at.saturating_duration_since(now));
             let _s = match wait {
-                Some(w) => t.cv.wait_timeout(s, w).unwrap_or_else(|e| e.into_inner()).0,
-                None => t.cv.wait(s).unwrap_or_else(|e| e.into_inner()),
+                Some(w) => t.cv.wait_timeout(s, w),
+                None => t.cv.wait(s),
             };
             continue;
         }

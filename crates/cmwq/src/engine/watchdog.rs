@@ -47,7 +47,10 @@ pub const MAYDAY_INITIAL_TIMEOUT: Duration = Duration::from_millis(10);
 static BUSY: AtomicUsize = AtomicUsize::new(0);
 static PARKED: AtomicBool = AtomicBool::new(false);
 static STARVING: AtomicBool = AtomicBool::new(false);
-static THRESH_US: AtomicU64 = AtomicU64::new(10_000);
+/// The kernel's default `wq_cpu_intensive_thresh_us`: 10 ms.
+const DFL_CPU_INTENSIVE_THRESH_US: u64 = 10_000;
+
+static THRESH_US: AtomicU64 = AtomicU64::new(DFL_CPU_INTENSIVE_THRESH_US);
 static TICKS: AtomicU64 = AtomicU64::new(0);
 static WATCHDOG: OnceLock<Thread> = OnceLock::new();
 
@@ -126,7 +129,7 @@ fn run() {
         TICKS.fetch_add(1, Ordering::SeqCst);
         // Clear before the sweep: a failure during or after it sets it again.
         STARVING.store(false, Ordering::SeqCst);
-        if crate::pool::tick_all(cpu_intensive_thresh()) {
+        if super::pool::tick_all(cpu_intensive_thresh()) {
             STARVING.store(true, Ordering::SeqCst);
         }
     }

@@ -22,149 +22,29 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
 
+use super::node::{NodeActive, NodeGet};
+use super::pool::{self, NR_COLORS, Pool, PoolAttrs};
+use super::timer;
+use super::work::{Work, WorkInner};
 use crate::error::Error;
-use crate::pool::{self, NR_COLORS, Pool, PoolAttrs, WakeMode};
 use crate::priority::{self, PoolPrio, Priority};
 use crate::sched;
 use crate::spawn::{self, JoinHandle};
-use crate::timer;
+use crate::sync::{Condvar, Mutex, RwLock};
 use crate::topology::{Scope, Topology};
-use crate::work::{Work, WorkInner};
-
-/// The kernel's `WQ_MAX_ACTIVE` (2048 since the 2026 patch).
-pub const MAX_ACTIVE: usize = 2048;
-/// The kernel's `WQ_DFL_ACTIVE`: `MAX_ACTIVE / 2`.
-pub const DFL_ACTIVE: usize = MAX_ACTIVE / 2;
-/// The kernel's floor of per-node `max_active` for unbound queues.
-pub const MIN_ACTIVE: usize = 8;
-
-/// Workqueue flags, named as the kernel's `WQ_*`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct WqFlags(u32);
-
-impl WqFlags {
-    /// No flags: a bound (per-CPU) workqueue.
-    pub const NONE: WqFlags = WqFlags(0);
-    /// Not bound to a CPU: pools per pod of the affinity scope.
-    pub const UNBOUND: WqFlags = WqFlags(1 << 1);
-    /// Can be frozen with [`Workqueue::freeze`].
-    pub const FREEZABLE: WqFlags = WqFlags(1 << 2);
-    /// Guaranteed forward progress under memory pressure (a rescuer).
-    pub const MEM_RECLAIM: WqFlags = WqFlags(1 << 3);
-    /// Served by the high-priority (nice -20) pools.
-    pub const HIGHPRI: WqFlags = WqFlags(1 << 4);
-    /// Items do not count toward concurrency management.
-    pub const CPU_INTENSIVE: WqFlags = WqFlags(1 << 5);
-
-    /// Whether all flags of `other` are set.
-    pub fn contains(self, other: WqFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// The raw bits (the kernel's values).
-    pub fn bits(self) -> u32 {
-        self.0
-    }
-}
-
-impl std::ops::BitOr for WqFlags {
-    type Output = WqFlags;
-    fn bitor(self, rhs: WqFlags) -> WqFlags {
-        WqFlags(self.0 | rhs.0)
-    }
-}
+use crate::types::{
+    DFL_ACTIVE, MAX_ACTIVE, MIN_ACTIVE, PoolCounts, PwqStats, UnboundConcurrency, WakeMode,
+    WorkqueueStats, WqAttrs, WqFlags,
+};
 
 /// Counters of one workqueue (what `wq_monitor.py` shows).
 #[derive(Default)]
 pub(crate) struct WqStats {
     pub rejected: AtomicU64,
-}
-
-/// A snapshot of a workqueue's counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WorkqueueStats {
-    /// Items put on a list (successful queue cycles, delayed ones once their timer fired).
-    pub queued: u64,
-    /// Callbacks started (the kernel's `total`).
-    pub started: u64,
-    /// Callbacks returned or panicked.
-    pub completed: u64,
-    /// Started but not completed (`infl`).
-    pub in_flight: u64,
-    /// Callbacks that panicked (caught; the worker lives on).
-    pub panics: u64,
-    /// Extra workers woken because a worker blocked or turned CPU-intensive (`CM_WAKEUP`).
-    pub cm_wakeup: u64,
-    /// Queue attempts refused while draining.
-    pub rejected: u64,
-    /// CPU time of its items, sampled each watchdog tick (`CPUtime`), in ns.
-    pub cpu_time_ns: u64,
-    /// Items found running past the CPU-intensive threshold (`CPUitsv`).
-    pub cpu_intensive: u64,
-    /// Workers the /proc sampler found sleeping in an item (no annotation).
-    pub sampled: u64,
-    /// Non-strict workers moved back into their pod before running an item (`RPR`).
-    pub repatriated: u64,
-    /// Times its pwqs asked the rescuer for help (`mayday`).
-    pub mayday: u64,
-    /// Items its rescuer ran (`rescued`).
-    pub rescued: u64,
-    /// The priority its workers run at (`nice -20`, `fifo 1`, ...).
-    pub priority: String,
-    /// Set when the priority asked for was not allowed and a lower one is used.
-    pub priority_fallback: Option<String>,
-}
-
-/// A NUMA node's share of an unbound workqueue's `max_active`
-/// (the kernel's `wq_node_nr_active`).
-///
-/// The fast path is one CAS on `nr`; the list of waiting items is only touched
-/// when the node is at its limit. A queuer that finds the node full pushes its
-/// pwq on `pending` and then re-reads `nr`; a completer decrements `nr` and then
-/// reads `pending_len`. Both are SeqCst, so at least one of them sees the other
-/// and runs the activation: a waiting item is never stranded with budget free.
-struct NodeActive {
-    nr: AtomicUsize,
-    max: AtomicUsize,
-    pending_len: AtomicUsize,
-    /// How many units a pwq takes at once and may keep cached (see `PwqState::credits`).
-    batch: usize,
-    /// Inactive items waiting for budget, as (pool id, pwq slot), oldest first.
-    pending: Mutex<VecDeque<(u32, u32)>>,
-}
-
-impl NodeActive {
-    fn try_inc(&self) -> bool {
-        self.try_take(1) == 1
-    }
-
-    /// Takes up to `want` units (at least one, or none if the node is full).
-    fn try_take(&self, want: usize) -> usize {
-        let max = self.max.load(Ordering::SeqCst);
-        match self
-            .nr
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then(|| n + want.min(max - n))
-            }) {
-            Ok(prev) => want.min(max - prev),
-            Err(_) => 0,
-        }
-    }
-}
-
-/// What [`WqInner::node_try_get`] decided.
-pub(crate) enum NodeGet {
-    /// Budget taken: the item is active; the count is the units taken (the item's
-    /// own and any extra the pwq caches).
-    Active(usize),
-    /// The item waits for budget.
-    Waiting,
-    /// The item waits, but budget may have been freed meanwhile: call
-    /// `node_activate` once the pool lock is dropped.
-    WaitingRecheck,
 }
 
 #[derive(Clone, Copy)]
@@ -286,24 +166,6 @@ struct WqCtx {
     fallback: bool,
 }
 
-/// The attributes of a workqueue that can change while it runs (unbound
-/// queues; the kernel's sysfs knobs).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WqAttrs {
-    /// Affinity scope of the pods.
-    pub affinity_scope: Scope,
-    /// Workers stay inside their pod.
-    pub affinity_strict: bool,
-    /// CPUs (topology ids) the workqueue may use.
-    pub cpumask: Vec<usize>,
-    /// Nice value of the workers (−20 for FIFO pools).
-    pub nice: i32,
-    /// `max_active`.
-    pub max_active: usize,
-    /// Cores per `cache_shard` pod.
-    pub cache_shard_size: usize,
-}
-
 /// A `MEM_RECLAIM` workqueue's rescuer: a thread that exists before it is needed.
 struct Rescuer {
     /// Pwqs that asked for help, as (pool id, slot), oldest first.
@@ -360,7 +222,7 @@ pub(crate) struct WqInner {
     /// (their slots are never reused while the workqueue lives).
     dead: Mutex<Vec<PwqRef>>,
     /// The counters of the pwqs moved to `dead`.
-    dead_stats: Mutex<pool::PwqStats>,
+    dead_stats: Mutex<PwqStats>,
 }
 
 impl WqInner {
@@ -369,42 +231,21 @@ impl WqInner {
     }
 
     pub(crate) fn notify_flushers(&self) {
-        let _g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self.flush_lock.lock();
         self.flush_cv.notify_all();
     }
 
     /// Takes one unit of the node's active budget, or queues the pwq as waiting.
     /// Called under the pool lock.
     pub(crate) fn node_try_get(&self, node: usize, pool: u32, slot: u32) -> NodeGet {
-        let n = &self.nodes[node];
         let frozen = self.frozen.load(Ordering::SeqCst);
-        if !frozen && n.pending_len.load(Ordering::SeqCst) == 0 {
-            let got = n.try_take(n.batch);
-            if got > 0 {
-                return NodeGet::Active(got);
-            }
-        }
-        let mut q = n.pending.lock().unwrap_or_else(|e| e.into_inner());
-        q.push_back((pool, slot));
-        n.pending_len.fetch_add(1, Ordering::SeqCst);
-        drop(q);
-        let free = n.nr.load(Ordering::SeqCst) < n.max.load(Ordering::SeqCst);
-        if free && !frozen {
-            NodeGet::WaitingRecheck
-        } else {
-            NodeGet::Waiting
-        }
+        self.nodes[node].try_get(frozen, pool, slot)
     }
 
     /// Registers `n` inactive items of a pwq as waiting for budget (an ordered
     /// queue's pwq being unplugged). Called under that pwq's pool lock.
     pub(crate) fn node_enqueue_waiting(&self, node: usize, pool: u32, slot: u32, n: usize) {
-        let nd = &self.nodes[node];
-        let mut q = nd.pending.lock().unwrap_or_else(|e| e.into_inner());
-        for _ in 0..n {
-            q.push_back((pool, slot));
-        }
-        nd.pending_len.fetch_add(n, Ordering::SeqCst);
+        self.nodes[node].enqueue_waiting(pool, slot, n);
     }
 
     /// Puts a starving pwq on the rescuer's list; false if there is no rescuer
@@ -413,7 +254,7 @@ impl WqInner {
         let Some(r) = &self.rescuer else {
             return false;
         };
-        let mut q = r.mayday.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = r.mayday.lock();
         if q.contains(&(pool, slot)) {
             return false;
         }
@@ -430,7 +271,7 @@ impl WqInner {
     /// Ordered queues across an attrs change: drops dead generations from the
     /// head of the chain and lets the oldest live one run.
     pub(crate) fn ordered_advance(self: &Arc<Self>) {
-        let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+        let mut chain = self.chain.lock();
         while let Some(&head) = chain.front() {
             if chain.len() > 1 && head.pool.kill_if_drained(head.slot) {
                 chain.pop_front();
@@ -443,38 +284,25 @@ impl WqInner {
 
     /// Returns `units` of budget; true if some pwq waits for it.
     pub(crate) fn node_put(&self, node: usize, units: usize) -> bool {
-        let n = &self.nodes[node];
-        n.nr.fetch_sub(units, Ordering::SeqCst);
-        n.pending_len.load(Ordering::SeqCst) > 0
+        self.nodes[node].put(units)
     }
 
     /// Whether items wait for budget on `node`.
     pub(crate) fn node_has_waiters(&self, node: usize) -> bool {
-        self.nodes[node].pending_len.load(Ordering::SeqCst) > 0
+        self.nodes[node].has_waiters()
     }
 
     /// How many units a pwq of `node` may keep cached.
     pub(crate) fn node_batch(&self, node: usize) -> usize {
-        self.nodes[node].batch
+        self.nodes[node].batch()
     }
 
     /// Activates waiting items while the node's budget allows (`node_activate_pending_pwq`).
     pub(crate) fn node_activate(self: &Arc<Self>, node: usize) {
-        let n = &self.nodes[node];
-        loop {
-            let (pool, slot) = {
-                let mut q = n.pending.lock().unwrap_or_else(|e| e.into_inner());
-                if self.frozen.load(Ordering::SeqCst) || q.is_empty() || !n.try_inc() {
-                    return;
-                }
-                n.pending_len.fetch_sub(1, Ordering::SeqCst);
-                q.pop_front().expect("checked non-empty")
-            };
-            let used = pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self));
-            if !used {
-                n.nr.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
+        self.nodes[node].activate(
+            || self.frozen.load(Ordering::SeqCst),
+            |pool, slot| pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self)),
+        );
     }
 
     /// Draining, and the caller is not one of this queue's own items.
@@ -484,7 +312,7 @@ impl WqInner {
     }
 
     fn pwqs(&self) -> Arc<Pwqs> {
-        self.cur.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.cur.lock().clone()
     }
 
     /// Every pwq: the current generation's and the retired ones.
@@ -496,11 +324,11 @@ impl WqInner {
     /// one consistent picture: `apply` swaps the generation and moves pwqs
     /// between the lists under the `retired` lock, taken first here too (lock
     /// order: retired, cur, dead_stats), so no pwq is seen twice or missed.
-    fn pwq_list_and_dead(&self) -> (Vec<PwqRef>, pool::PwqStats) {
-        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+    fn pwq_list_and_dead(&self) -> (Vec<PwqRef>, PwqStats) {
+        let retired = self.retired.lock();
         let mut v = self.pwqs().all.clone();
         v.extend(retired.iter());
-        let dead = *self.dead_stats.lock().unwrap_or_else(|e| e.into_inner());
+        let dead = *self.dead_stats.lock();
         (v, dead)
     }
 
@@ -512,7 +340,7 @@ impl WqInner {
     }
 
     fn node_maxes(&self, max_active: usize) -> Vec<usize> {
-        let node_cpus = self.node_cpus.lock().unwrap_or_else(|e| e.into_inner());
+        let node_cpus = self.node_cpus.lock();
         let total: usize = node_cpus.iter().sum::<usize>().max(1);
         let min = max_active.min(MIN_ACTIVE);
         node_cpus
@@ -597,7 +425,7 @@ impl WqInner {
         // A flush from a worker blocks it: let its pool start another worker.
         let _blocked = pool::BlockingGuard::new();
         self.flushers.fetch_add(1, Ordering::SeqCst);
-        let mut g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.flush_lock.lock();
         let pwqs = self.pwq_list();
         // Make room: the next colour's slot must hold nothing of 16 colours ago.
         // Other flushers may advance the colour while we wait, so `next` is
@@ -610,7 +438,7 @@ impl WqInner {
             {
                 break next;
             }
-            g = self.flush_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = self.flush_cv.wait(g);
         };
         *g += 1;
         let new = *g;
@@ -629,7 +457,7 @@ impl WqInner {
             if done {
                 break;
             }
-            g = self.flush_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = self.flush_cv.wait(g);
         }
         drop(g);
         self.flushers.fetch_sub(1, Ordering::SeqCst);
@@ -661,15 +489,14 @@ impl WqInner {
             }
         }
         for n in &self.nodes {
-            n.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
-            n.pending_len.store(0, Ordering::SeqCst);
+            n.clear();
         }
         if let Some(r) = &self.rescuer {
             r.stop.store(true, Ordering::SeqCst);
             if let Some(t) = r.thread.get() {
                 t.unpark();
             }
-            let h = r.join.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let h = r.join.lock().take();
             if let Some(h) = h
                 && h.thread().id() != std::thread::current().id()
             {
@@ -677,7 +504,7 @@ impl WqInner {
             }
         }
         // No handle is left, so nothing queues any more: release the pwqs.
-        let dead = std::mem::take(&mut *self.dead.lock().unwrap_or_else(|e| e.into_inner()));
+        let dead = std::mem::take(&mut *self.dead.lock());
         for r in self.pwq_list().into_iter().chain(dead) {
             r.pool.detach(r.slot);
         }
@@ -713,25 +540,6 @@ impl std::fmt::Debug for PanicHandler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PanicHandler")
     }
-}
-
-/// How many workers of an unbound pool run at once.
-///
-/// The kernel does not concurrency-manage unbound pools: it wakes a worker for
-/// every waiting item and lets the scheduler sort them out, which is cheap in the
-/// kernel. In user space each extra runnable thread costs a futex wake and a
-/// context switch, and a pool that wakes a thread per item grows to dozens of
-/// threads per pod under a test_workqueue load (measured: 20 workers in a
-/// one-CPU pod). So by default an unbound pool is managed like a bound one with
-/// a cap of one running worker per CPU of its pod; a worker that blocks says so
-/// with [`blocking`](crate::blocking) and a spare takes over.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum UnboundConcurrency {
-    /// At most one running worker per pod CPU (default).
-    #[default]
-    PerCpu,
-    /// The kernel's behaviour: wake a worker for every waiting item.
-    Unmanaged,
 }
 
 /// A workqueue: queue [`Work`] to it, or [`spawn`](Workqueue::spawn) one-off
@@ -978,7 +786,7 @@ impl WorkqueueBuilder {
         }
         let params = crate::params::params()?;
         if params.control {
-            crate::control::autostart();
+            (super::hooks().control_autostart)();
         }
         let nice = self.nice.unwrap_or(0);
         if !(-20..=19).contains(&nice) {
@@ -1026,16 +834,7 @@ impl WorkqueueBuilder {
             stop: AtomicBool::new(false),
             tid: std::sync::atomic::AtomicI32::new(0),
         });
-        let nodes = (0..nr_nodes)
-            .map(|_| NodeActive {
-                nr: AtomicUsize::new(0),
-                max: AtomicUsize::new(max_active),
-                pending_len: AtomicUsize::new(0),
-                // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
-                batch: (max_active / 16).clamp(1, 32),
-                pending: Mutex::new(VecDeque::with_capacity(8)),
-            })
-            .collect();
+        let nodes = (0..nr_nodes).map(|_| NodeActive::new(max_active)).collect();
         let inner = Arc::new(WqInner {
             name: self.name.clone(),
             panic_handler: self.panic_handler.clone(),
@@ -1066,20 +865,16 @@ impl WorkqueueBuilder {
             borrows: AtomicUsize::new(0),
             id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
             dead: Mutex::new(Vec::new()),
-            dead_stats: Mutex::new(pool::PwqStats::default()),
+            dead_stats: Mutex::new(PwqStats::default()),
         });
         let tab = inner.build_table(&attrs, prio, 0, false)?;
         inner.set_node_budgets(&attrs, &tab);
         if inner.ordered {
             let dfl = tab.dfl.expect("unbound tables have a default pwq");
-            inner
-                .chain
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push_back(dfl);
+            inner.chain.lock().push_back(dfl);
         }
         inner.map.publish(&tab);
-        *inner.cur.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(tab);
+        *inner.cur.lock() = Arc::new(tab);
         if let Err(e) = inner.start_rescuer() {
             inner.destroy();
             return Err(e);
@@ -1091,6 +886,10 @@ impl WorkqueueBuilder {
         })
     }
 }
+
+/// The kernel's `TASK_COMM_LEN`: a thread name holds this many bytes with
+/// its NUL, so names are cut to one less.
+const TASK_COMM_LEN: usize = 16;
 
 /// Source of [`WqInner::id`].
 static NEXT_WQ_ID: AtomicU64 = AtomicU64::new(1);
@@ -1260,9 +1059,9 @@ impl WqInner {
         for &c in &tab.route_cpus {
             node_cpus[self.ctx.topo.cpu_node(c).min(nr_nodes - 1)] += 1;
         }
-        *self.node_cpus.lock().unwrap_or_else(|e| e.into_inner()) = node_cpus;
+        *self.node_cpus.lock() = node_cpus;
         for (node, max) in self.node_maxes(attrs.max_active).into_iter().enumerate() {
-            self.nodes[node].max.store(max, Ordering::SeqCst);
+            self.nodes[node].set_max(max);
         }
     }
 
@@ -1272,7 +1071,10 @@ impl WqInner {
             return Ok(());
         };
         let weak = Arc::downgrade(self);
-        let name: String = format!("cmwq-r/{}", self.name).chars().take(15).collect();
+        let name: String = format!("cmwq-r/{}", self.name)
+            .chars()
+            .take(TASK_COMM_LEN - 1)
+            .collect();
         let h = std::thread::Builder::new()
             .name(name)
             .spawn(move || rescuer_thread(weak))
@@ -1281,7 +1083,7 @@ impl WqInner {
                 reason: e.to_string(),
             })?;
         let _ = r.thread.set(h.thread().clone());
-        *r.join.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+        *r.join.lock() = Some(h);
         // The rescuer publishes its thread id first thing; wait for it so
         // `rescuer_tid()` and dumps name it as soon as `build()` returns.
         let t0 = std::time::Instant::now();
@@ -1295,8 +1097,8 @@ impl WqInner {
     /// `dead_stats`. Dead is final (a dead pwq takes no items and has none in
     /// flight), so flush and stats lose nothing by not walking them.
     fn compact_retired(&self, retired: &mut Vec<PwqRef>) {
-        let mut acc = self.dead_stats.lock().unwrap_or_else(|e| e.into_inner());
-        let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
+        let mut acc = self.dead_stats.lock();
+        let mut dead = self.dead.lock();
         retired.retain(|r| {
             if !r.pool.with_pwq(r.slot, |p| p.dead) {
                 return true;
@@ -1326,7 +1128,7 @@ impl WqInner {
                 attr: "this attribute",
             });
         }
-        let mut cur = self.attrs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = self.attrs.lock();
         let mut new = cur.clone();
         change(&mut new);
         if !(-20..=19).contains(&new.nice) {
@@ -1335,14 +1137,14 @@ impl WqInner {
         if new == *cur {
             return Ok(());
         }
-        let (old_prio, old_note) = self.prio.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (old_prio, old_note) = self.prio.lock().clone();
         let (prio, note) = if new.nice != cur.nice {
             priority::resolve(PoolPrio::Nice(new.nice), self.ctx.fallback)?
         } else {
             (old_prio, old_note)
         };
         new.nice = prio.nice();
-        let g = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let g = self.flush_lock.lock();
         let color = (*g % NR_COLORS as u64) as u8;
         let tab = self.build_table(&new, prio, color, self.ordered)?;
         self.set_node_budgets(&new, &tab);
@@ -1351,17 +1153,14 @@ impl WqInner {
         let old = {
             // Under the retired lock, so a reader of pwq_list_and_dead sees
             // the old generation either as current or as retired, once.
-            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-            let old = std::mem::replace(
-                &mut *self.cur.lock().unwrap_or_else(|e| e.into_inner()),
-                Arc::new(tab),
-            );
+            let mut retired = self.retired.lock();
+            let old = std::mem::replace(&mut *self.cur.lock(), Arc::new(tab));
             self.compact_retired(&mut retired);
             retired.extend(old.all.iter().copied());
             old
         };
         if self.ordered {
-            let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+            let mut chain = self.chain.lock();
             chain.push_back(dfl.expect("unbound tables have a default pwq"));
         }
         drop(g);
@@ -1371,7 +1170,7 @@ impl WqInner {
         if self.ordered {
             self.ordered_advance();
         }
-        *self.prio.lock().unwrap_or_else(|e| e.into_inner()) = (prio, note);
+        *self.prio.lock() = (prio, note);
         self.max_active.store(new.max_active, Ordering::SeqCst);
         *cur = new;
         drop(cur);
@@ -1400,11 +1199,7 @@ fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
             if r.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let job = r
-                .mayday
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pop_front();
+            let job = r.mayday.lock().pop_front();
             job.map(|j| (w, j))
         };
         let Some((w, (pool_id, slot))) = next else {
@@ -1688,12 +1483,12 @@ impl Workqueue {
         {
             // Under the attrs lock, as `apply` (which also writes these), so
             // a concurrent attrs change cannot leave an older value behind.
-            let mut attrs = self.inner.attrs.lock().unwrap_or_else(|e| e.into_inner());
+            let mut attrs = self.inner.attrs.lock();
             attrs.max_active = n;
             self.inner.max_active.store(n, Ordering::SeqCst);
             if self.inner.unbound {
                 for (node, max) in self.inner.node_maxes(n).into_iter().enumerate() {
-                    self.inner.nodes[node].max.store(max, Ordering::SeqCst);
+                    self.inner.nodes[node].set_max(max);
                 }
             }
         }
@@ -1703,21 +1498,13 @@ impl Workqueue {
 
     /// The per-node `max_active` of an unbound queue (kernel: `node_nr_active[].max`).
     pub fn node_max_active(&self) -> Vec<usize> {
-        self.inner
-            .nodes
-            .iter()
-            .map(|n| n.max.load(Ordering::SeqCst))
-            .collect()
+        self.inner.nodes.iter().map(NodeActive::max).collect()
     }
 
     /// Units of each node's budget held now (active items plus budget cached by
     /// pwqs); 0 on every node once the workqueue is idle (kernel: `node_nr_active[].nr`).
     pub fn node_nr_active(&self) -> Vec<usize> {
-        self.inner
-            .nodes
-            .iter()
-            .map(|n| n.nr.load(Ordering::SeqCst))
-            .collect()
+        self.inner.nodes.iter().map(NodeActive::nr).collect()
     }
 
     /// Number of pwqs of the current generation (pools this workqueue queues to).
@@ -1735,7 +1522,7 @@ impl Workqueue {
     }
 
     /// Workers and counters of each pool this workqueue queues to now, by pool id.
-    pub fn pool_counts(&self) -> Vec<pool::PoolCounts> {
+    pub fn pool_counts(&self) -> Vec<PoolCounts> {
         let mut v: Vec<_> = self
             .inner
             .pwqs()
@@ -1758,24 +1545,9 @@ impl Workqueue {
         for r in &live {
             sum.add(&r.pool.pwq_stats(r.slot));
         }
-        out.queued = sum.queued;
-        out.started = sum.started;
-        out.completed = sum.completed;
-        out.panics = sum.panics;
-        out.cm_wakeup = sum.cm_wakeup;
-        out.cpu_time_ns = sum.cpu_time_ns;
-        out.cpu_intensive = sum.cpu_intensive;
-        out.sampled = sum.sampled;
-        out.repatriated = sum.repatriated;
-        out.mayday = sum.mayday;
-        out.rescued = sum.rescued;
+        sum.write_to(&mut out);
         out.in_flight = out.started.saturating_sub(out.completed);
-        let (prio, note) = self
-            .inner
-            .prio
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let (prio, note) = self.inner.prio.lock().clone();
         out.priority = prio.to_string();
         out.priority_fallback = note;
         out
@@ -1783,11 +1555,7 @@ impl Workqueue {
 
     /// The current attributes (the kernel's sysfs files of an unbound queue).
     pub fn attrs(&self) -> WqAttrs {
-        self.inner
-            .attrs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.inner.attrs.lock().clone()
     }
 
     /// Moves an unbound queue to the pods of another affinity scope, live
@@ -1919,19 +1687,19 @@ impl DelayedWork {
 static REGISTRY: Mutex<Vec<std::sync::Weak<WqInner>>> = Mutex::new(Vec::new());
 
 fn register(wq: &Arc<WqInner>) {
-    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = REGISTRY.lock();
     r.retain(|w| w.strong_count() > 0);
     r.push(Arc::downgrade(wq));
 }
 
 fn unregister(wq: &Arc<WqInner>) {
-    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = REGISTRY.lock();
     r.retain(|w| w.upgrade().is_some_and(|x| !Arc::ptr_eq(&x, wq)));
 }
 
 /// Names of the live workqueues of this process.
 pub fn workqueue_names() -> Vec<String> {
-    let r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let r = REGISTRY.lock();
     r.iter()
         .filter_map(|w| w.upgrade())
         .map(|w| w.name.clone())
@@ -1950,7 +1718,7 @@ static PANIC_HOOK: RwLock<Option<PanicHook>> = RwLock::new(None);
 /// cmwq::set_panic_hook(|wq, msg| eprintln!("[{wq}] {msg}"));
 /// ```
 pub fn set_panic_hook(hook: impl Fn(&str, &str) + Send + Sync + 'static) {
-    *PANIC_HOOK.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
+    *PANIC_HOOK.write() = Some(Arc::new(hook));
 }
 
 static REPORTS_FAILED: AtomicU64 = AtomicU64::new(0);
@@ -1996,7 +1764,7 @@ pub(crate) fn report_panic(wq: &str, payload: Box<dyn Any + Send>) {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".into());
-    let hook = PANIC_HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let hook = PANIC_HOOK.read().clone();
     let reported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &hook {
         Some(h) => h(wq, &msg),
         None => {
@@ -2099,7 +1867,7 @@ pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
 
 /// Live workqueues in creation order.
 fn registered() -> Vec<Arc<WqInner>> {
-    let r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let r = REGISTRY.lock();
     r.iter().filter_map(|w| w.upgrade()).collect()
 }
 

@@ -53,35 +53,34 @@
 //! attributes are asked for again.
 
 use std::collections::{HashMap, VecDeque};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::thread::{self, Thread};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 mod lane;
+mod manage;
+mod snap;
+mod tick;
+mod worker;
 
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
+pub(crate) use snap::pool_snaps;
+pub(crate) use tick::tick_all;
+pub use tick::{BlockingGuard, blocking};
 
+use super::node::NodeGet;
+use super::watchdog;
+use super::work::WorkInner;
+use super::workqueue::WqInner;
 use crate::priority::PoolPrio;
 use crate::sched;
-use crate::watchdog;
-use crate::work::WorkInner;
-use crate::workqueue::WqInner;
+use crate::sync::{Mutex, MutexGuard};
+use crate::types::{PwqStats, WakeMode};
 
 /// Number of flush colours per pool workqueue (as the kernel's 4 colour bits).
 pub(crate) const NR_COLORS: usize = 16;
-
-/// When a queueing thread wakes the worker it picked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum WakeMode {
-    /// Pick the worker under the pool lock, unpark it after the lock is released (default).
-    #[default]
-    Deferred,
-    /// Unpark the worker while still holding the pool lock (the pre-2026 kernel order).
-    UnderLock,
-}
 
 /// What makes two unbound workqueues share a pool (the kernel's attrs hash).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -222,39 +221,6 @@ pub(crate) struct PwqState {
     pub plugged: bool,
 }
 
-/// Per-pwq counters, summed over pwqs for a workqueue's totals.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct PwqStats {
-    pub queued: u64,
-    pub started: u64,
-    pub completed: u64,
-    pub panics: u64,
-    pub cm_wakeup: u64,
-    pub cpu_time_ns: u64,
-    pub cpu_intensive: u64,
-    pub sampled: u64,
-    pub repatriated: u64,
-    pub mayday: u64,
-    pub rescued: u64,
-}
-
-impl PwqStats {
-    /// Adds `o`'s counters to these.
-    pub(crate) fn add(&mut self, o: &PwqStats) {
-        self.queued += o.queued;
-        self.started += o.started;
-        self.completed += o.completed;
-        self.panics += o.panics;
-        self.cm_wakeup += o.cm_wakeup;
-        self.cpu_time_ns += o.cpu_time_ns;
-        self.cpu_intensive += o.cpu_intensive;
-        self.sampled += o.sampled;
-        self.repatriated += o.repatriated;
-        self.mayday += o.mayday;
-        self.rescued += o.rescued;
-    }
-}
-
 /// The lock-protected state of a pool.
 pub(crate) struct PoolInner {
     /// One per real CPU of the pod, by CPU number (see [`lane`]).
@@ -308,33 +274,6 @@ pub(crate) struct Pool {
 #[repr(align(128))]
 #[derive(Default)]
 struct Lendable(AtomicBool);
-
-/// A picture of one pool's workers and counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-pub struct PoolCounts {
-    /// Pool id.
-    pub pool: u32,
-    /// Worker threads, idle or not.
-    pub workers: usize,
-    /// Workers on the idle lists.
-    pub idle: usize,
-    /// Workers counted by concurrency management (`nr_running`).
-    pub running: usize,
-    /// Items waiting on the worklists.
-    pub worklist: usize,
-    /// Workers moved onto another CPU of the pod on wakeup (`REPATRIATED`).
-    pub repatriated: u64,
-    /// Worker threads that could not be created.
-    pub create_failed: u64,
-    /// Items run by a worker of the CPU that queued them.
-    pub local: u64,
-    /// Items run by a worker of another CPU of the pod (stolen from a lagging lane).
-    pub stolen: u64,
-    /// Workers woken on an idle CPU of the pod to help a lagging one.
-    pub spread: u64,
-    /// Worker threads that died outside every `catch_unwind` and were replaced.
-    pub workers_lost: u64,
-}
 
 /// A wakeup decided under the pool lock, done after it is dropped.
 pub(crate) enum Wake {
@@ -452,13 +391,6 @@ impl PoolInner {
                     .iter()
                     .any(|p| p.lendable.0.load(Ordering::Relaxed)))
     }
-    /// The kernel's cull rule: more than 2 idle, and idle beyond 2 is a quarter of busy.
-    fn too_many_workers(&self) -> bool {
-        let idle = self.nr_idle();
-        let busy = self.nr_workers.saturating_sub(idle);
-        idle > 2 && (idle - 2) * 4 >= busy
-    }
-
     /// The lane an item queued from real CPU `cpu` goes on: that CPU's, or
     /// (queued from outside the pod) one whose CPU runs no worker, else the
     /// next in turn.
@@ -604,14 +536,7 @@ impl PoolInner {
         self.need_more_worker(cap) && !self.may_start_working()
     }
 
-    /// Takes worker `me` off its idle stack (it was not picked by a kick).
-    fn leave_idle(&mut self, me: usize) {
-        let idle = &mut self.lanes[self.workers[me].lane].idle;
-        if let Some(pos) = idle.iter().position(|&i| i == me) {
-            idle.remove(pos);
-        }
-    }
-
+    /// The worker that executes `work` now, if any (the busy table).
     fn find_executing(&self, work: &Arc<WorkInner>) -> Option<usize> {
         self.workers
             .iter()
@@ -628,15 +553,10 @@ impl PoolInner {
     /// The oldest waiting item of pwq `slot` that no worker executes now (a
     /// rescuer's next), from whichever lane holds it.
     fn take_for_rescue(&mut self, slot: u32) -> Option<Item> {
-        let running = |w: &Arc<WorkInner>| {
-            self.workers
-                .iter()
-                .any(|x| x.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, w)))
-        };
         let (d, pos) = self.lanes.iter().enumerate().find_map(|(d, l)| {
             l.worklist
                 .iter()
-                .position(|it| it.pwq == slot && !running(&it.work))
+                .position(|it| it.pwq == slot && self.find_executing(&it.work).is_none())
                 .map(|p| (d, p))
         })?;
         self.lanes[d].worklist.remove(pos)
@@ -694,7 +614,10 @@ static UNBOUND_POOLS: Mutex<Option<HashMap<PoolAttrs, u32>>> = Mutex::new(None);
 /// Bound pools by (cpu, priority, wake mode).
 type BoundKey = (usize, PoolPrio, WakeMode);
 static BOUND_POOLS: Mutex<Option<HashMap<BoundKey, u32>>> = Mutex::new(None);
-static IDLE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(300_000);
+/// The kernel's `IDLE_WORKER_TIMEOUT`: how long a surplus idle worker
+/// lingers before it exits, in ms (300 s).
+const IDLE_WORKER_TIMEOUT_MS: u64 = 300_000;
+static IDLE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(IDLE_WORKER_TIMEOUT_MS);
 static FAIL_CREATE: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
@@ -797,7 +720,7 @@ pub(crate) fn bound_pool(
     prio: PoolPrio,
     wake: WakeMode,
 ) -> Result<&'static Pool, crate::Error> {
-    let mut map = BOUND_POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = BOUND_POOLS.lock();
     let map = map.get_or_insert_with(HashMap::new);
     if let Some(&id) = map.get(&(cpu, prio, wake)) {
         return Ok(get_pool(id).expect("registered pool"));
@@ -818,7 +741,7 @@ pub(crate) fn bound_pool(
 
 /// The unbound pool with these attributes, shared (and revived if it was let go).
 pub(crate) fn unbound_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
-    let mut map = UNBOUND_POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = UNBOUND_POOLS.lock();
     let map = map.get_or_insert_with(HashMap::new);
     if let Some(&id) = map.get(&attrs) {
         return Ok(get_pool(id).expect("registered pool"));
@@ -878,7 +801,7 @@ fn lend_to(to: &'static Pool) {
 
 impl Pool {
     fn lock(&self) -> MutexGuard<'_, PoolInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock()
     }
 
     /// A lane pool's pod, named by the id of its first lane pool.
@@ -898,71 +821,6 @@ impl Pool {
         if self.lendable.0.load(Ordering::Relaxed) != v {
             self.lendable.0.store(v, Ordering::Relaxed);
         }
-    }
-
-    /// Attaches the calling thread to this pool as a rescuer or a guest: a
-    /// worker slot, so the busy table keeps an item off two threads at once.
-    fn attach_borrowed(g: &mut PoolInner, state: WState) -> usize {
-        let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
-            Some(i) => i,
-            None => {
-                g.workers.push(WorkerSlot::empty());
-                g.workers.len() - 1
-            }
-        };
-        g.workers[idx] = WorkerSlot::empty();
-        g.workers[idx].state = state;
-        g.workers[idx].thread = Some(thread::current());
-        g.workers[idx].tid = sched::gettid();
-        idx
-    }
-
-    fn detach_borrowed(g: &mut PoolInner, idx: usize) {
-        g.workers[idx].state = WState::Exited;
-        g.workers[idx].thread = None;
-        g.workers[idx].tid = 0;
-    }
-
-    /// A worker lent by a partner lane pool runs this lane's items while the
-    /// lane lags or nobody serves it (and what its busy table hands it).
-    /// Returns how many it ran.
-    pub(crate) fn host_guest(&'static self) -> u64 {
-        let mut g = self.lock();
-        // The manager rule, for the host: a guest came because nobody here
-        // was idle; start a worker of its own so the next items need no guest
-        // (a pool whose workers could not be started would otherwise live on
-        // guests, the watchdog never seeing it starve).
-        if !g.may_start_working() && !g.manager_active {
-            g = self.create_worker(g, 0);
-        }
-        let idx = Self::attach_borrowed(&mut g, WState::Guest);
-        let guard = BorrowedExit { pool: self, idx };
-        let mut cache = None;
-        let mut ran = 0;
-        loop {
-            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
-                it
-            } else if ran >= GUEST_BATCH as u64 {
-                // Home may have work by now: go and look; if this lane
-                // still lags, it asks again.
-                break;
-            } else if g.lanes[0].stealable(self.cap, &mut LazyNow::default()) {
-                g.lanes[0].stats.stolen += 1;
-                g.lanes[0].pop().expect("stealable lane has work")
-            } else {
-                break;
-            };
-            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != idx) {
-                g.workers[other].scheduled.push_back(item);
-                continue;
-            }
-            g = process_one_work(self, idx, g, item, &mut cache, false);
-            ran += 1;
-        }
-        std::mem::forget(guard);
-        Self::detach_borrowed(&mut g, idx);
-        self.update_lendable(&g);
-        ran
     }
 
     /// Links a workqueue to this pool: allocates its pwq slot. New items get
@@ -1215,12 +1073,12 @@ impl Pool {
                 true
             } else {
                 match wq.node_try_get(node, self.id, slot) {
-                    crate::workqueue::NodeGet::Active(got) => {
+                    NodeGet::Active(got) => {
                         *credits += got - 1;
                         true
                     }
-                    crate::workqueue::NodeGet::Waiting => false,
-                    crate::workqueue::NodeGet::WaitingRecheck => {
+                    NodeGet::Waiting => false,
+                    NodeGet::WaitingRecheck => {
                         recheck = Some((wq.clone(), node));
                         false
                     }
@@ -1338,246 +1196,6 @@ impl Pool {
         post.run(self);
         true
     }
-
-    /// Starts a worker thread homed on `lane` (the manager's `create_worker`);
-    /// called with the lock held.
-    fn create_worker<'a>(
-        &'static self,
-        mut g: MutexGuard<'a, PoolInner>,
-        lane: usize,
-    ) -> MutexGuard<'a, PoolInner> {
-        let idx = match g.workers.iter().position(|w| w.state == WState::Exited) {
-            Some(i) => i,
-            None => {
-                g.workers.push(WorkerSlot::empty());
-                g.workers.len() - 1
-            }
-        };
-        g.workers[idx] = WorkerSlot::empty();
-        g.workers[idx].state = WState::Starting;
-        g.workers[idx].thread = None;
-        g.workers[idx].lane = lane;
-        g.nr_workers += 1;
-        g.manager_active = true;
-        drop(g);
-        let res = if FAIL_CREATE.load(Ordering::SeqCst) {
-            Err(std::io::Error::other(
-                "worker creation disabled by test hook",
-            ))
-        } else {
-            thread::Builder::new()
-                .name(format!("cmwq/{}:{}", self.id, idx))
-                .spawn(move || worker_thread(self, idx, lane))
-        };
-        let mut g = self.lock();
-        g.manager_active = false;
-        if res.is_err() {
-            self.create_failed.fetch_add(1, Ordering::Relaxed);
-            g.workers[idx].state = WState::Exited;
-            g.nr_workers -= 1;
-            // The watchdog retries, and sends mayday if work starves.
-            watchdog::poke();
-        }
-        g
-    }
-
-    /// Snapshot numbers: (workers, idle, running, worklist length).
-    pub(crate) fn counts(&self) -> PoolCounts {
-        let g = self.lock();
-        PoolCounts {
-            pool: self.id,
-            workers: g.nr_workers,
-            idle: g.nr_idle(),
-            running: g.nr_running(),
-            worklist: g.worklist_len(),
-            repatriated: g.lanes.iter().map(|l| l.stats.rehomed).sum(),
-            create_failed: self.create_failed.load(Ordering::Relaxed),
-            local: g.lanes.iter().map(|l| l.stats.local).sum(),
-            stolen: g.lanes.iter().map(|l| l.stats.stolen).sum(),
-            spread: g.lanes.iter().map(|l| l.stats.spread).sum(),
-            workers_lost: self.workers_lost.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// Items a rescuer runs from one pwq before it looks at the next (the kernel's batch).
-pub(crate) const RESCUE_BATCH: usize = 16;
-
-/// Items a lent worker takes from a lagging lane pool before it goes home to
-/// look at its own lane (it is lent again if the lane still lags).
-pub(crate) const GUEST_BATCH: usize = 16;
-
-impl Pool {
-    /// One watchdog tick over this pool: CPU time accounting, the CPU-intensive
-    /// check, the /proc sampler, worker creation retries and mayday. Returns
-    /// whether the pool still needs watching while no worker is busy (it starves).
-    pub(crate) fn tick(&'static self, thresh: Duration, now: Instant) -> bool {
-        // Who runs what, under the lock; the reads of /proc and CPU clocks are
-        // syscalls and happen outside it.
-        let (busy, stalled) = {
-            let mut g = self.lock();
-            let busy: Vec<(usize, i32, u64, u8)> = g
-                .workers
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| w.current.is_some() && w.tid != 0 && !w.state.borrowed())
-                .map(|(i, w)| (i, w.tid, w.seq, w.blocked))
-                .collect();
-            // No item completed since the last tick while work waits: look at
-            // what the counted workers are doing.
-            let stalled = g.has_work() && g.progress == g.tick_progress;
-            g.tick_progress = g.progress;
-            (busy, stalled)
-        };
-        let looks: Vec<(usize, u64, Option<Duration>, Option<char>)> = busy
-            .iter()
-            .map(|&(i, tid, seq, blocked)| {
-                let look =
-                    self.managed && (blocked & BLOCKED_SAMPLED != 0 || (stalled && blocked == 0));
-                let state = if look { sched::thread_state(tid) } else { None };
-                (i, seq, sched::thread_cpu_time(tid), state)
-            })
-            .collect();
-        let mut g = self.lock();
-        let mut wake = Vec::new();
-        for (i, seq, cpu, state) in looks {
-            if g.workers[i].seq != seq
-                || g.workers[i].current.is_none()
-                || g.workers[i].state.borrowed()
-            {
-                // Moved on to another item meanwhile, or the slot now holds a
-                // rescuer (never counted in nr_running).
-                continue;
-            }
-            let slot = g.workers[i].current_pwq as usize;
-            let mut kick = false;
-            if let Some(cpu) = cpu {
-                if let Some(prev) = g.workers[i].cpu_seen.replace(cpu) {
-                    g.pwqs[slot].stats.cpu_time_ns += cpu.saturating_sub(prev).as_nanos() as u64;
-                }
-                if g.workers[i].obs_seq != seq {
-                    g.workers[i].obs_seq = seq;
-                    g.workers[i].obs_cpu = cpu;
-                } else if self.managed
-                    && g.workers[i].blocked & BLOCKED_INTENSIVE == 0
-                    && cpu.saturating_sub(g.workers[i].obs_cpu) >= thresh
-                {
-                    g.mark_out(i, BLOCKED_INTENSIVE, true);
-                    g.pwqs[slot].stats.cpu_intensive += 1;
-                    kick = true;
-                }
-            }
-            match state {
-                Some('S' | 'D') if g.workers[i].blocked == 0 => {
-                    g.mark_out(i, BLOCKED_SAMPLED, true);
-                    g.pwqs[slot].stats.sampled += 1;
-                    kick = true;
-                }
-                Some(c) if c != 'S' && c != 'D' && g.workers[i].blocked & BLOCKED_SAMPLED != 0 => {
-                    g.mark_in(i, BLOCKED_SAMPLED, true);
-                }
-                _ => {}
-            }
-            if kick {
-                let h = g.workers[i].lane;
-                if let Some(t) = g.kick(h, self.cap) {
-                    g.pwqs[slot].stats.cm_wakeup += 1;
-                    wake.push(t);
-                } else if g.starving(self.cap) && !g.manager_active {
-                    g = self.create_worker(g, h);
-                }
-            }
-        }
-        // Lanes whose items wait behind a slow or stalled worker get help
-        // from an idle CPU of the pod.
-        let mut clock = LazyNow::at(now);
-        for d in 0..g.lanes.len() {
-            if g.lanes[d].tick(&mut clock)
-                && let Some(t) = g.kick(d, self.cap)
-            {
-                wake.push(t);
-            }
-        }
-        // Forward progress: work waits, no worker is idle and none runs it.
-        let mut mayday = Vec::new();
-        if g.starving(self.cap) && !g.manager_active {
-            let lane = g.lanes.iter().position(|l| l.unserved(self.cap));
-            g = self.create_worker(g, lane.unwrap_or(0));
-        }
-        let starving = g.starving(self.cap);
-        if starving {
-            let since = *g.starving_since.get_or_insert(now);
-            if now.duration_since(since) >= watchdog::MAYDAY_INITIAL_TIMEOUT {
-                let mut slots: Vec<u32> = g.waiting().map(|it| it.pwq).collect();
-                slots.sort_unstable();
-                slots.dedup();
-                for slot in slots {
-                    let Some(wq) = g.pwqs[slot as usize].wq.clone() else {
-                        continue;
-                    };
-                    if wq.send_mayday(self.id, slot) {
-                        g.pwqs[slot as usize].stats.mayday += 1;
-                        mayday.push(wq);
-                    }
-                }
-            }
-        } else {
-            g.starving_since = None;
-        }
-        self.update_lendable(&g);
-        drop(g);
-        for w in wake {
-            w.run(self);
-        }
-        for wq in mayday {
-            wq.wake_rescuer();
-        }
-        starving
-    }
-
-    /// A rescuer's turn on this pool: runs up to [`RESCUE_BATCH`] items of `wq`'s
-    /// pwq `slot` on the calling thread, attached to the pool so the busy table
-    /// still keeps an item off two threads at once. Returns whether the pool
-    /// still starves with items of that pwq waiting (mayday again).
-    pub(crate) fn rescue(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
-        let mut g = self.lock();
-        if !g.pwq_of(slot, wq) {
-            return false;
-        }
-        let idx = Self::attach_borrowed(&mut g, WState::Rescuer);
-        let guard = BorrowedExit { pool: self, idx };
-        let mut cache = None;
-        let mut done = 0;
-        loop {
-            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
-                it
-            } else if done >= RESCUE_BATCH {
-                break;
-            } else {
-                match g.take_for_rescue(slot) {
-                    Some(it) => it,
-                    None => break,
-                }
-            };
-            g.pwqs[slot as usize].stats.rescued += 1;
-            g = process_one_work(self, idx, g, item, &mut cache, false);
-            done += 1;
-        }
-        std::mem::forget(guard);
-        Self::detach_borrowed(&mut g, idx);
-        g.waiting().any(|it| it.pwq == slot) && g.starving(self.cap)
-    }
-}
-
-/// Ticks every pool (the watchdog's sweep). Returns whether any pool starves.
-pub(crate) fn tick_all(thresh: Duration) -> bool {
-    let now = Instant::now();
-    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
-    let mut starving = false;
-    for p in POOLS[..n].iter().filter_map(|c| c.get()) {
-        starving |= p.tick(thresh, now);
-    }
-    starving
 }
 
 /// Steals `work` off the pool that holds it, if any.
@@ -1601,511 +1219,4 @@ pub(crate) fn find_running(
     let slot = g.workers[w].current_pwq;
     let same = g.pwq_of(slot, wq);
     same.then_some((pool, slot))
-}
-
-fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
-    WORKER.with(|w| w.set(Some((pool.id, me))));
-    // Bound pools pin to their CPU; pod pools pin each worker to its lane's
-    // CPU (re-homing moves it later), so a wakeup lands where it was meant to.
-    let _ = match pool.attrs.cpu {
-        Some(_) => sched::set_affinity(&pool.attrs.pod_cpus),
-        None => {
-            let cpu = pool.lock().lanes[home].cpu;
-            sched::set_affinity(&[cpu])
-        }
-    };
-    // Nice 0 keeps what the thread inherited (a process run under `nice` stays
-    // niced) unless it inherited a real-time policy from its creator.
-    let inherit = pool.attrs.prio == PoolPrio::Nice(0) && !sched::is_realtime();
-    if !inherit && pool.attrs.prio.apply().is_err() {
-        pool.prio_failed.fetch_add(1, Ordering::Relaxed);
-    }
-    let mut wq_cache: Option<Arc<WqInner>> = None;
-    let mut exit = WorkerExit {
-        pool,
-        me,
-        busy: false,
-        lent: false,
-    };
-    let mut g = pool.lock();
-    g.workers[me].thread = Some(thread::current());
-    g.workers[me].tid = sched::gettid();
-    g.workers[me].state = WState::Running;
-    loop {
-        // ---- idle ----
-        let h = g.workers[me].lane;
-        if !g.work_for(h, pool.cap) {
-            g.workers[me].state = WState::Idle;
-            g.lanes[h].idle.push(me);
-            pool.update_lendable(&g);
-            let mut timed_out = false;
-            loop {
-                // Leave if idle beyond the cull rule, or if the pool was let go
-                // (also when that happened while this worker was busy).
-                if (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
-                    g.leave_idle(me);
-                    g.workers[me].state = WState::Exited;
-                    g.workers[me].thread = None;
-                    g.nr_workers -= 1;
-                    pool.update_lendable(&g);
-                    return;
-                }
-                drop(g);
-                let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
-                let t0 = std::time::Instant::now();
-                thread::park_timeout(timeout);
-                timed_out = t0.elapsed() >= timeout;
-                g = pool.lock();
-                if g.workers[me].state == WState::Woken {
-                    // Picked for a lane (maybe re-homed onto it by the waker).
-                    let h = g.workers[me].lane;
-                    g.lanes[h].nr_woken -= 1;
-                    break;
-                }
-                if g.work_for(h, pool.cap) {
-                    g.leave_idle(me);
-                    break;
-                }
-            }
-        }
-        g.workers[me].state = WState::Running;
-        if let Some(to) = g.workers[me].guest_for.take() {
-            // Lent to a lagging lane pool of the pod: help there, then come
-            // back; unless work arrived at home meanwhile, which comes first.
-            let h = g.workers[me].lane;
-            if !g.work_for(h, pool.cap) {
-                g.lanes[h].nr_lent += 1;
-                pool.update_lendable(&g);
-                drop(g);
-                exit.lent = true;
-                watchdog::busy_enter();
-                let ran = to.host_guest();
-                watchdog::busy_exit();
-                exit.lent = false;
-                g = pool.lock();
-                g.lanes[h].nr_lent -= 1;
-                g.lanes[h].stats.stole += ran;
-            }
-        }
-        let h = g.workers[me].lane;
-        if !g.work_for(h, pool.cap) && g.workers[me].scheduled.is_empty() {
-            continue;
-        }
-        // The manager rule: keep one idle worker in reserve.
-        if !g.may_start_working() && !g.manager_active {
-            g = pool.create_worker(g, h);
-        }
-        if pool.managed {
-            g.lanes[h].nr_running += 1;
-        }
-        pool.update_lendable(&g);
-        watchdog::busy_enter();
-        exit.busy = true;
-        loop {
-            let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
-                it
-            } else if let Some(it) = g.next_item(h, pool.cap) {
-                it
-            } else {
-                break;
-            };
-            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != me) {
-                // Non-reentrancy inside the pool: the item waits for its running instance.
-                g.workers[other].scheduled.push_back(item);
-                continue;
-            }
-            g = process_one_work(pool, me, g, item, &mut wq_cache, true);
-        }
-        g.workers[me].last_start = None;
-        if pool.managed {
-            g.lanes[h].nr_running -= 1;
-        }
-        g.lanes[h].worker_left();
-        watchdog::busy_exit();
-        exit.busy = false;
-    }
-}
-
-/// Puts the pool in order if its worker thread unwinds: a panic outside every
-/// `catch_unwind` (a bug in the engine) must not leave a slot that counts as
-/// running, an item whose cycle never ends, or a pool with nobody to run it.
-struct WorkerExit {
-    pool: &'static Pool,
-    me: usize,
-    /// Inside the busy section: counted in `nr_running` unless blocked, and
-    /// in the watchdog's `BUSY`.
-    busy: bool,
-    /// Away as a guest: counted in its lane's `nr_lent` and in `BUSY`.
-    lent: bool,
-}
-
-impl Drop for WorkerExit {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            self.pool.worker_died(self.me, self.busy, self.lent);
-        }
-    }
-}
-
-/// The same for a thread attached to a pool from outside (a rescuer, a
-/// guest): its slot there is given up, its item completes as panicked.
-struct BorrowedExit {
-    pool: &'static Pool,
-    idx: usize,
-}
-
-impl Drop for BorrowedExit {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            let mut g = self.pool.lock();
-            let (unfinished, post) = self.pool.abandon_slot(&mut g, self.idx);
-            Pool::detach_borrowed(&mut g, self.idx);
-            self.pool.update_lendable(&g);
-            drop(g);
-            if let Some(work) = unfinished {
-                work.finish_cycle();
-            }
-            post.run(self.pool);
-        }
-    }
-}
-
-impl Pool {
-    /// A worker thread died (see [`WorkerExit`]). Its item, if it had one,
-    /// completes as panicked (flushers and `cancel_sync` are released), its
-    /// `scheduled` items go back on their lanes, it leaves every count, and a
-    /// worker is woken or started for what waits. Counted in `workers_lost`.
-    fn worker_died(&'static self, me: usize, busy: bool, lent: bool) {
-        self.workers_lost.fetch_add(1, Ordering::Relaxed);
-        let mut g = self.lock();
-        let h = g.workers[me].lane;
-        if lent {
-            g.lanes[h].nr_lent -= 1;
-            watchdog::busy_exit();
-        }
-        match g.workers[me].state {
-            WState::Idle => g.leave_idle(me),
-            WState::Woken => g.lanes[h].nr_woken -= 1,
-            _ => {}
-        }
-        if busy {
-            if self.managed && g.workers[me].blocked == 0 {
-                g.lanes[h].nr_running -= 1;
-            }
-            g.lanes[h].worker_left();
-            watchdog::busy_exit();
-        }
-        let (unfinished, mut post) = self.abandon_slot(&mut g, me);
-        let w = &mut g.workers[me];
-        w.state = WState::Exited;
-        w.thread = None;
-        w.tid = 0;
-        w.blocked = 0;
-        g.nr_workers -= 1;
-        if post.wake.is_none() {
-            post.wake = g.kick(h, self.cap);
-        }
-        if post.wake.is_none() && g.need_more_worker(self.cap) && !g.manager_active {
-            g = self.create_worker(g, h);
-        }
-        self.update_lendable(&g);
-        drop(g);
-        if let Some(work) = unfinished {
-            work.finish_cycle();
-        }
-        post.run(self);
-    }
-}
-
-impl Pool {
-    /// Gives up what slot `idx` held: its current item completes as panicked
-    /// (its pwq's counts, flushers, the item's cycle once the caller calls
-    /// `finish_cycle` on what is returned), and its `scheduled` items go back
-    /// on their lanes, with a worker kicked for them.
-    fn abandon_slot(&self, g: &mut PoolInner, idx: usize) -> (Option<Arc<WorkInner>>, Post) {
-        let mut post = Post::default();
-        let unfinished = g.workers[idx].current.take();
-        if unfinished.is_some() {
-            let slot = g.workers[idx].current_pwq;
-            let color = g.workers[idx].current_color;
-            let st = &mut g.pwqs[slot as usize].stats;
-            st.completed += 1;
-            st.panics += 1;
-            g.progress += 1;
-            self.dec_in_flight(g, slot, color, true, &mut post);
-        }
-        let mut hint = None;
-        for it in std::mem::take(&mut g.workers[idx].scheduled) {
-            hint = Some(usize::from(it.lane));
-            g.push_active(it);
-        }
-        if let Some(h) = hint {
-            post.wake = g.kick(h, self.cap);
-        }
-        (unfinished, post)
-    }
-}
-
-/// Runs one item on worker `me` (a rescuer when `counted` is false: it never
-/// counts in `nr_running`).
-fn process_one_work<'a>(
-    pool: &'static Pool,
-    me: usize,
-    mut g: MutexGuard<'a, PoolInner>,
-    item: Item,
-    cache: &mut Option<Arc<WqInner>>,
-    counted: bool,
-) -> MutexGuard<'a, PoolInner> {
-    let wq = {
-        let cur = g.pwqs[item.pwq as usize].wq.as_ref().expect("live pwq");
-        match cache.take() {
-            Some(c) if Arc::ptr_eq(&c, cur) => c,
-            _ => cur.clone(),
-        }
-    };
-    g.pwqs[item.pwq as usize].stats.started += 1;
-    if std::mem::take(&mut g.workers[me].repatriated) {
-        g.pwqs[item.pwq as usize].stats.repatriated += 1;
-    }
-    g.workers[me].current = Some(item.work.clone());
-    g.workers[me].current_pwq = item.pwq;
-    g.workers[me].current_color = item.color;
-    g.workers[me].seq += 1;
-    item.work.clear_pending();
-    let managed = pool.managed && counted;
-    if wq.cpu_intensive {
-        g.mark_out(me, BLOCKED_INTENSIVE, managed);
-    }
-    let hint = if counted {
-        let h = g.workers[me].lane;
-        let prev = g.workers[me].last_start;
-        let timed = g.should_time(h, pool.cap);
-        g.workers[me].last_start = g.lanes[h].item_started(timed, prev);
-        h
-    } else {
-        usize::from(item.lane)
-    };
-    // Chain execution: wake another worker if work still waits and nobody
-    // runs it, or if this lane lags and another CPU of the pod is free.
-    let wake = g.kick(hint, pool.cap);
-    unlock_wake(pool, g, wake);
-    let wq_addr = Arc::as_ptr(&wq) as usize;
-    CURRENT_WQ.with(|c| c.set(wq_addr));
-    CURRENT_WORK.with(|c| c.set(crate::work::addr(&item.work)));
-    let res = catch_unwind(AssertUnwindSafe(|| item.work.func.run()));
-    CURRENT_WQ.with(|c| c.set(0));
-    CURRENT_WORK.with(|c| c.set(0));
-    let panicked = res.is_err();
-    if let Err(payload) = res {
-        wq.report_panic(payload);
-    }
-    if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
-    {
-        panic!("cmwq: test hook: this worker dies with its item unfinished");
-    }
-    let mut g = pool.lock();
-    let st = &mut g.pwqs[item.pwq as usize].stats;
-    st.completed += 1;
-    st.panics += u64::from(panicked);
-    *cache = Some(wq);
-    g.mark_in(me, u8::MAX, managed);
-    g.progress += 1;
-    g.lanes[usize::from(item.lane)].progress += 1;
-    g.workers[me].current = None;
-    let mut post = Post::default();
-    pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
-    item.work.finish_cycle();
-    // Every deferred action runs, `died` included: an ordered queue's retired
-    // pwq that drains here must unplug the next generation, or it waits forever.
-    if post.pending() {
-        drop(g);
-        post.run(pool);
-        g = pool.lock();
-    }
-    g
-}
-
-/// Marks the calling worker as blocked for the duration of `f`, so a
-/// concurrency-managed pool starts another worker meanwhile (the kernel learns
-/// this from the scheduler; user space has to be told). Outside a worker of a
-/// bound pool it just runs `f`.
-///
-/// ```
-/// let v = cmwq::blocking(|| 40 + 2);
-/// assert_eq!(v, 42);
-/// ```
-pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let _g = BlockingGuard::new();
-    f()
-}
-
-/// The guard form of [`blocking`]: the worker counts as blocked until it drops.
-#[must_use = "the worker counts as blocked only while the guard lives"]
-pub struct BlockingGuard {
-    slot: Option<(&'static Pool, usize)>,
-}
-
-impl BlockingGuard {
-    /// Marks the calling worker blocked (no effect outside a bound pool's worker,
-    /// or when it is already marked).
-    pub fn new() -> BlockingGuard {
-        let Some((pid, me)) = WORKER.with(|w| w.get()) else {
-            return BlockingGuard { slot: None };
-        };
-        let Some(pool) = get_pool(pid).filter(|p| p.managed) else {
-            return BlockingGuard { slot: None };
-        };
-        let mut g = pool.lock();
-        if g.workers[me].blocked & BLOCKED_ANNOTATED != 0
-            || g.workers[me].current.is_none()
-            || g.workers[me].state.borrowed()
-        {
-            return BlockingGuard { slot: None };
-        }
-        if !g.mark_out(me, BLOCKED_ANNOTATED, true) {
-            // Already out (intensive or sampled): nothing to hand over.
-            return BlockingGuard {
-                slot: Some((pool, me)),
-            };
-        }
-        let h = g.workers[me].lane;
-        let wake = g.kick(h, pool.cap);
-        if wake.is_some() {
-            let slot = g.workers[me].current_pwq;
-            g.pwqs[slot as usize].stats.cm_wakeup += 1;
-        } else if g.starving(pool.cap) && !g.manager_active {
-            g = pool.create_worker(g, h);
-        }
-        unlock_wake(pool, g, wake);
-        BlockingGuard {
-            slot: Some((pool, me)),
-        }
-    }
-}
-
-impl Default for BlockingGuard {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for BlockingGuard {
-    fn drop(&mut self) {
-        if let Some((pool, me)) = self.slot {
-            let mut g = pool.lock();
-            g.mark_in(me, BLOCKED_ANNOTATED, true);
-            pool.update_lendable(&g);
-        }
-    }
-}
-
-// ---- snapshot ----
-
-/// Every pool created so far, by id.
-fn all_pools() -> impl Iterator<Item = &'static Pool> {
-    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
-    (0..n as u32).filter_map(get_pool)
-}
-
-/// The "Worker Pools" part of [`crate::snapshot()`]: each pool read under its
-/// own lock, one at a time.
-pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
-    all_pools().map(Pool::snap).collect()
-}
-
-impl Pool {
-    fn snap(&self) -> crate::snapshot::PoolSnap {
-        let (workers, idle, running, worklist, refs, manager, lanes) = {
-            let g = self.lock();
-            let lanes: Vec<crate::snapshot::LaneSnap> = g
-                .lanes
-                .iter()
-                .map(|l| crate::snapshot::LaneSnap {
-                    cpu: l.cpu,
-                    worklist: l.worklist.len(),
-                    idle: l.idle.len(),
-                    running: l.nr_running,
-                    local: l.stats.local,
-                    stolen: l.stats.stolen,
-                    stole: l.stats.stole,
-                    rehomed: l.stats.rehomed,
-                    spread: l.stats.spread,
-                })
-                .collect();
-            (
-                g.nr_workers,
-                g.nr_idle(),
-                g.nr_running(),
-                g.worklist_len(),
-                g.refcnt,
-                g.manager_active,
-                lanes,
-            )
-        };
-        let a = &self.attrs;
-        let (policy, rt_priority) = match a.prio {
-            PoolPrio::Nice(_) => ("other", 0),
-            PoolPrio::Fifo(p) => ("fifo", p),
-        };
-        let mut flags = 0;
-        if manager {
-            flags |= 0x02;
-        }
-        if a.cpu.is_none() {
-            flags |= 0x04;
-        }
-        crate::snapshot::PoolSnap {
-            id: self.id,
-            flags,
-            refs,
-            nice: a.prio.nice(),
-            policy: policy.into(),
-            rt_priority,
-            cpu: a.cpu,
-            cpus: a.cpus.clone(),
-            pod_cpus: if a.pod.is_empty() {
-                a.pod_cpus.clone()
-            } else {
-                a.pod.clone()
-            },
-            lane_cpu: (!a.pod.is_empty()).then(|| a.pod_cpus[0]),
-            strict: a.strict,
-            managed: self.managed,
-            cap: (self.cap != usize::MAX).then_some(self.cap * lanes.len()),
-            wake: match a.wake {
-                WakeMode::Deferred => "deferred".into(),
-                WakeMode::UnderLock => "under-lock".into(),
-            },
-            workers,
-            idle,
-            running,
-            worklist,
-            repatriated: lanes.iter().map(|l| l.rehomed).sum(),
-            create_failed: self.create_failed.load(Ordering::Relaxed),
-            prio_failed: self.prio_failed.load(Ordering::Relaxed),
-            lanes,
-        }
-    }
-
-    /// One pwq as the snapshot shows it.
-    pub(crate) fn pwq_snap(&self, slot: u32) -> crate::snapshot::PwqSnap {
-        self.with_pwq(slot, |p| crate::snapshot::PwqSnap {
-            pool: self.id,
-            state: if p.dead {
-                "dead"
-            } else if p.retired {
-                "retired"
-            } else if p.plugged {
-                "plugged"
-            } else {
-                "live"
-            }
-            .into(),
-            nr_active: p.nr_active,
-            nr_inactive: p.inactive.len(),
-            queued: p.stats.queued,
-            started: p.stats.started,
-            completed: p.stats.completed,
-        })
-    }
 }

@@ -14,9 +14,11 @@
 //! the queueing thread has not pushed the item yet it retries, as the kernel's
 //! `try_to_grab_pending` returns `-EAGAIN`.
 
+use crate::sync::model::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use crate::sync::{Condvar, Mutex};
 
 pub(crate) const PENDING: u32 = 1;
 const DISABLE_ONE: u32 = 1 << 16;
@@ -118,7 +120,7 @@ impl<J: ?Sized> WorkCell<J> {
     pub(crate) fn finish_cycle(&self) {
         self.done.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.wait_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _g = self.wait_lock.lock();
             self.wait_cv.notify_all();
         }
     }
@@ -132,11 +134,11 @@ impl<J: ?Sized> WorkCell<J> {
             return false;
         }
         // Waiting on a worker is blocking: let its pool start another worker.
-        let _blocked = crate::pool::BlockingGuard::new();
+        let _blocked = super::pool::BlockingGuard::new();
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut g = self.wait_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.wait_lock.lock();
         while self.done.load(Ordering::SeqCst) < target {
-            g = self.wait_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = self.wait_cv.wait(g);
         }
         drop(g);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
@@ -148,8 +150,8 @@ impl<J: ?Sized> WorkCell<J> {
     /// queue instead of hanging, as the kernel's `check_flush_dependency` and
     /// lockdep report it. The worker survives the panic (it is the item's).
     pub(crate) fn refuse_self_wait(&self, call: &str) {
-        if crate::pool::current_work_addr() == addr(self) {
-            let wq = crate::workqueue::current_wq_name().unwrap_or_else(|| "?".into());
+        if super::pool::current_work_addr() == addr(self) {
+            let wq = super::workqueue::current_wq_name().unwrap_or_else(|| "?".into());
             panic!(
                 "cmwq: {call} called from the work item it waits for (on workqueue {wq:?}): \
                  it would wait for itself forever"
@@ -178,10 +180,10 @@ impl WorkInner {
             if self.state.load(Ordering::SeqCst) & PENDING == 0 {
                 return false;
             }
-            if crate::timer::steal(self) {
+            if super::timer::steal(self) {
                 return true;
             }
-            if crate::pool::steal_queued(self) {
+            if super::pool::steal_queued(self) {
                 return true;
             }
             // The queueing thread owns PENDING but has not pushed the item yet.

@@ -1,0 +1,188 @@
+//! A NUMA node's share of an unbound workqueue's `max_active` (the kernel's
+//! `wq_node_nr_active`).
+//!
+//! The fast path is one CAS on `nr`; the list of waiting items is only
+//! touched when the node is at its limit.
+//!
+//! # No waiting item is stranded with budget free
+//!
+//! Two sides race: a queuer that finds the node full, and a completer that
+//! gives budget back.
+//!
+//! 1. The queuer pushes its pwq on `pending`, increments `pending_len`, then
+//!    re-reads `nr` ([`NodeActive::try_get`]).
+//! 2. The completer decrements `nr`, then reads `pending_len`
+//!    ([`NodeActive::put`]).
+//!
+//! Each side stores one atomic and then loads the other, so with acquire and
+//! release alone both loads could miss the other side's store (store
+//! buffering) and nobody would activate the waiting item. All four accesses
+//! are `SeqCst`: in their single total order one store comes first, so at
+//! least one side sees the other and runs [`NodeActive::activate`].
+//!
+//! The code here is the code loom checks (`tests/loom_models.rs`, model 6):
+//! its atomics and lock come from `crate::sync::model`.
+
+use std::collections::VecDeque;
+
+use crate::sync::model::Mutex;
+use crate::sync::model::atomic::{AtomicUsize, Ordering};
+
+/// What [`NodeActive::try_get`] decided.
+pub(crate) enum NodeGet {
+    /// Budget taken: the item is active; the count is the units taken (the item's
+    /// own and any extra the pwq caches).
+    Active(usize),
+    /// The item waits for budget.
+    Waiting,
+    /// The item waits, but budget may have been freed meanwhile: call
+    /// `node_activate` once the pool lock is dropped.
+    WaitingRecheck,
+}
+
+/// One node's budget.
+pub(crate) struct NodeActive {
+    /// A: units held (active items plus credits cached by pwqs). `SeqCst`:
+    /// the completer's decrement pairs with the queuer's `pending_len`
+    /// increment (module docs).
+    nr: AtomicUsize,
+    /// A: the node's limit. `Relaxed`: a setting; a change is followed by an
+    /// activation pass on the thread that made it.
+    max: AtomicUsize,
+    /// A: `pending.len()`, readable without the lock. `SeqCst`: pairs with
+    /// `nr` (module docs).
+    pending_len: AtomicUsize,
+    /// I: how many units a pwq takes at once and may keep cached (see
+    /// `PwqState::credits`).
+    batch: usize,
+    /// N: inactive items waiting for budget, as (pool id, pwq slot), oldest first.
+    pending: Mutex<VecDeque<(u32, u32)>>,
+}
+
+impl NodeActive {
+    /// A node with limit `max`, in a workqueue whose `max_active` is `max_active`.
+    pub(crate) fn new(max_active: usize) -> NodeActive {
+        NodeActive {
+            nr: AtomicUsize::new(0),
+            max: AtomicUsize::new(max_active),
+            pending_len: AtomicUsize::new(0),
+            // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
+            batch: (max_active / BATCH_DIVISOR).clamp(1, MAX_BATCH),
+            pending: Mutex::new(VecDeque::with_capacity(8)),
+        }
+    }
+
+    fn try_inc(&self) -> bool {
+        self.try_take(1) == 1
+    }
+
+    /// Takes up to `want` units (at least one, or none if the node is full).
+    fn try_take(&self, want: usize) -> usize {
+        let max = self.max.load(Ordering::Relaxed);
+        match self
+            .nr
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then(|| n + want.min(max - n))
+            }) {
+            Ok(prev) => want.min(max - prev),
+            Err(_) => 0,
+        }
+    }
+
+    /// Takes budget for one item (and up to a batch to cache), or queues the
+    /// pwq as waiting. Called under the pwq's pool lock.
+    pub(crate) fn try_get(&self, frozen: bool, pool: u32, slot: u32) -> NodeGet {
+        if !frozen && self.pending_len.load(Ordering::SeqCst) == 0 {
+            let got = self.try_take(self.batch);
+            if got > 0 {
+                return NodeGet::Active(got);
+            }
+        }
+        let mut q = self.pending.lock();
+        q.push_back((pool, slot));
+        self.pending_len.fetch_add(1, Ordering::SeqCst);
+        drop(q);
+        let free = self.nr.load(Ordering::SeqCst) < self.max.load(Ordering::Relaxed);
+        if free && !frozen {
+            NodeGet::WaitingRecheck
+        } else {
+            NodeGet::Waiting
+        }
+    }
+
+    /// Registers `n` inactive items of a pwq as waiting for budget (an ordered
+    /// queue's pwq being unplugged). Called under that pwq's pool lock.
+    pub(crate) fn enqueue_waiting(&self, pool: u32, slot: u32, n: usize) {
+        let mut q = self.pending.lock();
+        for _ in 0..n {
+            q.push_back((pool, slot));
+        }
+        self.pending_len.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// Returns `units` of budget; true if some pwq waits for it.
+    pub(crate) fn put(&self, units: usize) -> bool {
+        self.nr.fetch_sub(units, Ordering::SeqCst);
+        self.pending_len.load(Ordering::SeqCst) > 0
+    }
+
+    /// Whether items wait for budget (a hint; `put` is the check that counts).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.pending_len.load(Ordering::SeqCst) > 0
+    }
+
+    /// How many units a pwq may keep cached.
+    pub(crate) fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The limit.
+    pub(crate) fn max(&self) -> usize {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Sets the limit (the caller runs an activation pass afterwards).
+    pub(crate) fn set_max(&self, max: usize) {
+        self.max.store(max, Ordering::Relaxed);
+    }
+
+    /// Units held now.
+    pub(crate) fn nr(&self) -> usize {
+        self.nr.load(Ordering::SeqCst)
+    }
+
+    /// Forgets every waiting item (the workqueue is destroyed, drained).
+    pub(crate) fn clear(&self) {
+        self.pending.lock().clear();
+        self.pending_len.store(0, Ordering::SeqCst);
+    }
+
+    /// Activates waiting items while the budget allows
+    /// (`node_activate_pending_pwq`): each popped (pool, slot) is handed to
+    /// `activate`, which returns false if that pwq had nothing inactive left
+    /// (the unit then goes back). Stops while `frozen()` says so.
+    pub(crate) fn activate(
+        &self,
+        frozen: impl Fn() -> bool,
+        mut activate: impl FnMut(u32, u32) -> bool,
+    ) {
+        loop {
+            let (pool, slot) = {
+                let mut q = self.pending.lock();
+                if frozen() || q.is_empty() || !self.try_inc() {
+                    return;
+                }
+                self.pending_len.fetch_sub(1, Ordering::SeqCst);
+                q.pop_front().expect("checked non-empty")
+            };
+            if !activate(pool, slot) {
+                self.nr.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// A pwq caches at most `max_active / BATCH_DIVISOR` units of its node's budget.
+const BATCH_DIVISOR: usize = 16;
+/// ... and never more than this many.
+const MAX_BATCH: usize = 32;

@@ -1,0 +1,146 @@
+//! The pools' part of the snapshot and of `Workqueue::pool_counts`: each
+//! pool read under its own lock.
+
+// ---- snapshot ----
+
+use std::sync::atomic::Ordering;
+
+use super::{MAX_POOLS, NEXT_POOL, Pool, get_pool};
+use crate::priority::PoolPrio;
+use crate::types::{PoolCounts, WakeMode};
+
+/// The kernel's pool flag: a manager is creating a worker.
+const POOL_MANAGER_ACTIVE: u32 = 1 << 1;
+/// The kernel's pool flag: the workers are not bound to a CPU (every unbound
+/// pool; a bound pool only while its CPU is offline, which user space does
+/// not see).
+const POOL_DISASSOCIATED: u32 = 1 << 2;
+
+/// Every pool created so far, by id.
+fn all_pools() -> impl Iterator<Item = &'static Pool> {
+    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
+    (0..n as u32).filter_map(get_pool)
+}
+
+/// The "Worker Pools" part of [`crate::snapshot()`]: each pool read under its
+/// own lock, one at a time.
+pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
+    all_pools().map(Pool::snap).collect()
+}
+
+impl Pool {
+    fn snap(&self) -> crate::snapshot::PoolSnap {
+        let (workers, idle, running, worklist, refs, manager, lanes) = {
+            let g = self.lock();
+            let lanes: Vec<crate::snapshot::LaneSnap> = g
+                .lanes
+                .iter()
+                .map(|l| crate::snapshot::LaneSnap {
+                    cpu: l.cpu,
+                    worklist: l.worklist.len(),
+                    idle: l.idle.len(),
+                    running: l.nr_running,
+                    local: l.stats.local,
+                    stolen: l.stats.stolen,
+                    stole: l.stats.stole,
+                    rehomed: l.stats.rehomed,
+                    spread: l.stats.spread,
+                })
+                .collect();
+            (
+                g.nr_workers,
+                g.nr_idle(),
+                g.nr_running(),
+                g.worklist_len(),
+                g.refcnt,
+                g.manager_active,
+                lanes,
+            )
+        };
+        let a = &self.attrs;
+        let (policy, rt_priority) = match a.prio {
+            PoolPrio::Nice(_) => ("other", 0),
+            PoolPrio::Fifo(p) => ("fifo", p),
+        };
+        let mut flags = 0;
+        if manager {
+            flags |= POOL_MANAGER_ACTIVE;
+        }
+        if a.cpu.is_none() {
+            flags |= POOL_DISASSOCIATED;
+        }
+        crate::snapshot::PoolSnap {
+            id: self.id,
+            flags,
+            refs,
+            nice: a.prio.nice(),
+            policy: policy.into(),
+            rt_priority,
+            cpu: a.cpu,
+            cpus: a.cpus.clone(),
+            pod_cpus: if a.pod.is_empty() {
+                a.pod_cpus.clone()
+            } else {
+                a.pod.clone()
+            },
+            lane_cpu: (!a.pod.is_empty()).then(|| a.pod_cpus[0]),
+            strict: a.strict,
+            managed: self.managed,
+            cap: (self.cap != usize::MAX).then_some(self.cap * lanes.len()),
+            wake: match a.wake {
+                WakeMode::Deferred => "deferred".into(),
+                WakeMode::UnderLock => "under-lock".into(),
+            },
+            workers,
+            idle,
+            running,
+            worklist,
+            repatriated: lanes.iter().map(|l| l.rehomed).sum(),
+            create_failed: self.create_failed.load(Ordering::Relaxed),
+            prio_failed: self.prio_failed.load(Ordering::Relaxed),
+            lanes,
+        }
+    }
+
+    /// One pwq as the snapshot shows it.
+    pub(crate) fn pwq_snap(&self, slot: u32) -> crate::snapshot::PwqSnap {
+        self.with_pwq(slot, |p| crate::snapshot::PwqSnap {
+            pool: self.id,
+            state: if p.dead {
+                "dead"
+            } else if p.retired {
+                "retired"
+            } else if p.plugged {
+                "plugged"
+            } else {
+                "live"
+            }
+            .into(),
+            nr_active: p.nr_active,
+            nr_inactive: p.inactive.len(),
+            queued: p.stats.queued,
+            started: p.stats.started,
+            completed: p.stats.completed,
+        })
+    }
+}
+
+impl Pool {
+    /// Snapshot numbers: (workers, idle, running, worklist length).
+    pub(crate) fn counts(&self) -> PoolCounts {
+        let g = self.lock();
+        PoolCounts {
+            pool: self.id,
+            workers: g.nr_workers,
+            idle: g.nr_idle(),
+            running: g.nr_running(),
+            worklist: g.worklist_len(),
+            repatriated: g.lanes.iter().map(|l| l.stats.rehomed).sum(),
+            create_failed: self.create_failed.load(Ordering::Relaxed),
+            local: g.lanes.iter().map(|l| l.stats.local).sum(),
+            stolen: g.lanes.iter().map(|l| l.stats.stolen).sum(),
+            spread: g.lanes.iter().map(|l| l.stats.spread).sum(),
+            workers_lost: self.workers_lost.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Concurrency management without scheduler hooks: the watchdog's tick over
+//! a pool (`wq_worker_tick`: CPU time, CPU-intensive items, the /proc
+//! sampler), mayday and the rescuer's turn (`pool_mayday_timeout`,
+//! `rescuer_thread`), and the annotation a worker makes before it blocks
+//! (`wq_worker_sleeping`/`wq_worker_running`).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::lane::LazyNow;
+use super::worker::{BorrowedExit, process_one_work};
+use super::{
+    BLOCKED_ANNOTATED, BLOCKED_INTENSIVE, BLOCKED_SAMPLED, MAX_POOLS, NEXT_POOL, POOLS, Pool,
+    WORKER, WState, get_pool, unlock_wake,
+};
+use crate::engine::watchdog;
+use crate::engine::workqueue::WqInner;
+use crate::sched;
+
+/// Items a rescuer runs from one pwq before it looks at the next (the kernel's batch).
+pub(crate) const RESCUE_BATCH: usize = 16;
+
+impl Pool {
+    /// One watchdog tick over this pool: CPU time accounting, the CPU-intensive
+    /// check, the /proc sampler, worker creation retries and mayday. Returns
+    /// whether the pool still needs watching while no worker is busy (it starves).
+    pub(crate) fn tick(&'static self, thresh: Duration, now: Instant) -> bool {
+        // Who runs what, under the lock; the reads of /proc and CPU clocks are
+        // syscalls and happen outside it.
+        let (busy, stalled) = {
+            let mut g = self.lock();
+            let busy: Vec<(usize, i32, u64, u8)> = g
+                .workers
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.current.is_some() && w.tid != 0 && !w.state.borrowed())
+                .map(|(i, w)| (i, w.tid, w.seq, w.blocked))
+                .collect();
+            // No item completed since the last tick while work waits: look at
+            // what the counted workers are doing.
+            let stalled = g.has_work() && g.progress == g.tick_progress;
+            g.tick_progress = g.progress;
+            (busy, stalled)
+        };
+        let looks: Vec<(usize, u64, Option<Duration>, Option<char>)> = busy
+            .iter()
+            .map(|&(i, tid, seq, blocked)| {
+                let look =
+                    self.managed && (blocked & BLOCKED_SAMPLED != 0 || (stalled && blocked == 0));
+                let state = if look { sched::thread_state(tid) } else { None };
+                (i, seq, sched::thread_cpu_time(tid), state)
+            })
+            .collect();
+        let mut g = self.lock();
+        let mut wake = Vec::new();
+        for (i, seq, cpu, state) in looks {
+            if g.workers[i].seq != seq
+                || g.workers[i].current.is_none()
+                || g.workers[i].state.borrowed()
+            {
+                // Moved on to another item meanwhile, or the slot now holds a
+                // rescuer (never counted in nr_running).
+                continue;
+            }
+            let slot = g.workers[i].current_pwq as usize;
+            let mut kick = false;
+            if let Some(cpu) = cpu {
+                if let Some(prev) = g.workers[i].cpu_seen.replace(cpu) {
+                    g.pwqs[slot].stats.cpu_time_ns += cpu.saturating_sub(prev).as_nanos() as u64;
+                }
+                if g.workers[i].obs_seq != seq {
+                    g.workers[i].obs_seq = seq;
+                    g.workers[i].obs_cpu = cpu;
+                } else if self.managed
+                    && g.workers[i].blocked & BLOCKED_INTENSIVE == 0
+                    && cpu.saturating_sub(g.workers[i].obs_cpu) >= thresh
+                {
+                    g.mark_out(i, BLOCKED_INTENSIVE, true);
+                    g.pwqs[slot].stats.cpu_intensive += 1;
+                    kick = true;
+                }
+            }
+            match state {
+                Some('S' | 'D') if g.workers[i].blocked == 0 => {
+                    g.mark_out(i, BLOCKED_SAMPLED, true);
+                    g.pwqs[slot].stats.sampled += 1;
+                    kick = true;
+                }
+                Some(c) if c != 'S' && c != 'D' && g.workers[i].blocked & BLOCKED_SAMPLED != 0 => {
+                    g.mark_in(i, BLOCKED_SAMPLED, true);
+                }
+                _ => {}
+            }
+            if kick {
+                let h = g.workers[i].lane;
+                if let Some(t) = g.kick(h, self.cap) {
+                    g.pwqs[slot].stats.cm_wakeup += 1;
+                    wake.push(t);
+                } else if g.starving(self.cap) && !g.manager_active {
+                    g = self.create_worker(g, h);
+                }
+            }
+        }
+        // Lanes whose items wait behind a slow or stalled worker get help
+        // from an idle CPU of the pod.
+        let mut clock = LazyNow::at(now);
+        for d in 0..g.lanes.len() {
+            if g.lanes[d].tick(&mut clock)
+                && let Some(t) = g.kick(d, self.cap)
+            {
+                wake.push(t);
+            }
+        }
+        // Forward progress: work waits, no worker is idle and none runs it.
+        let mut mayday = Vec::new();
+        if g.starving(self.cap) && !g.manager_active {
+            let lane = g.lanes.iter().position(|l| l.unserved(self.cap));
+            g = self.create_worker(g, lane.unwrap_or(0));
+        }
+        let starving = g.starving(self.cap);
+        if starving {
+            let since = *g.starving_since.get_or_insert(now);
+            if now.duration_since(since) >= watchdog::MAYDAY_INITIAL_TIMEOUT {
+                let mut slots: Vec<u32> = g.waiting().map(|it| it.pwq).collect();
+                slots.sort_unstable();
+                slots.dedup();
+                for slot in slots {
+                    let Some(wq) = g.pwqs[slot as usize].wq.clone() else {
+                        continue;
+                    };
+                    if wq.send_mayday(self.id, slot) {
+                        g.pwqs[slot as usize].stats.mayday += 1;
+                        mayday.push(wq);
+                    }
+                }
+            }
+        } else {
+            g.starving_since = None;
+        }
+        self.update_lendable(&g);
+        drop(g);
+        for w in wake {
+            w.run(self);
+        }
+        for wq in mayday {
+            wq.wake_rescuer();
+        }
+        starving
+    }
+
+    /// A rescuer's turn on this pool: runs up to [`RESCUE_BATCH`] items of `wq`'s
+    /// pwq `slot` on the calling thread, attached to the pool so the busy table
+    /// still keeps an item off two threads at once. Returns whether the pool
+    /// still starves with items of that pwq waiting (mayday again).
+    pub(crate) fn rescue(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
+        let mut g = self.lock();
+        if !g.pwq_of(slot, wq) {
+            return false;
+        }
+        let idx = Self::attach_borrowed(&mut g, WState::Rescuer);
+        let guard = BorrowedExit { pool: self, idx };
+        let mut cache = None;
+        let mut done = 0;
+        loop {
+            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
+                it
+            } else if done >= RESCUE_BATCH {
+                break;
+            } else {
+                match g.take_for_rescue(slot) {
+                    Some(it) => it,
+                    None => break,
+                }
+            };
+            g.pwqs[slot as usize].stats.rescued += 1;
+            g = process_one_work(self, idx, g, item, &mut cache, false);
+            done += 1;
+        }
+        std::mem::forget(guard);
+        Self::detach_borrowed(&mut g, idx);
+        g.waiting().any(|it| it.pwq == slot) && g.starving(self.cap)
+    }
+}
+
+/// Ticks every pool (the watchdog's sweep). Returns whether any pool starves.
+pub(crate) fn tick_all(thresh: Duration) -> bool {
+    let now = Instant::now();
+    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
+    let mut starving = false;
+    for p in POOLS[..n].iter().filter_map(|c| c.get()) {
+        starving |= p.tick(thresh, now);
+    }
+    starving
+}
+
+/// Marks the calling worker as blocked for the duration of `f`, so a
+/// concurrency-managed pool starts another worker meanwhile (the kernel learns
+/// this from the scheduler; user space has to be told). Outside a worker of a
+/// bound pool it just runs `f`.
+///
+/// ```
+/// let v = cmwq::blocking(|| 40 + 2);
+/// assert_eq!(v, 42);
+/// ```
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let _g = BlockingGuard::new();
+    f()
+}
+
+/// The guard form of [`blocking`]: the worker counts as blocked until it drops.
+#[must_use = "the worker counts as blocked only while the guard lives"]
+pub struct BlockingGuard {
+    slot: Option<(&'static Pool, usize)>,
+}
+
+impl BlockingGuard {
+    /// Marks the calling worker blocked (no effect outside a bound pool's worker,
+    /// or when it is already marked).
+    pub fn new() -> BlockingGuard {
+        let Some((pid, me)) = WORKER.with(|w| w.get()) else {
+            return BlockingGuard { slot: None };
+        };
+        let Some(pool) = get_pool(pid).filter(|p| p.managed) else {
+            return BlockingGuard { slot: None };
+        };
+        let mut g = pool.lock();
+        if g.workers[me].blocked & BLOCKED_ANNOTATED != 0
+            || g.workers[me].current.is_none()
+            || g.workers[me].state.borrowed()
+        {
+            return BlockingGuard { slot: None };
+        }
+        if !g.mark_out(me, BLOCKED_ANNOTATED, true) {
+            // Already out (intensive or sampled): nothing to hand over.
+            return BlockingGuard {
+                slot: Some((pool, me)),
+            };
+        }
+        let h = g.workers[me].lane;
+        let wake = g.kick(h, pool.cap);
+        if wake.is_some() {
+            let slot = g.workers[me].current_pwq;
+            g.pwqs[slot as usize].stats.cm_wakeup += 1;
+        } else if g.starving(pool.cap) && !g.manager_active {
+            g = pool.create_worker(g, h);
+        }
+        unlock_wake(pool, g, wake);
+        BlockingGuard {
+            slot: Some((pool, me)),
+        }
+    }
+}
+
+impl Default for BlockingGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for BlockingGuard {
+    fn drop(&mut self) {
+        if let Some((pool, me)) = self.slot {
+            let mut g = pool.lock();
+            g.mark_in(me, BLOCKED_ANNOTATED, true);
+            pool.update_lendable(&g);
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! A worker's life: its loop, entering and leaving idle, running one item
+//! (`worker_thread`, `worker_enter_idle`, `worker_leave_idle`,
+//! `process_one_work` in the kernel), and what happens when a worker thread
+//! dies or a guest from a partner lane pool helps out.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::Duration;
+
+use super::lane::LazyNow;
+use super::{
+    BLOCKED_INTENSIVE, CURRENT_WORK, CURRENT_WQ, DEBUG_KILL_WORKER, IDLE_TIMEOUT_MS, Item, Pool,
+    PoolInner, Post, WORKER, WState, unlock_wake,
+};
+use crate::engine::watchdog;
+use crate::engine::work::WorkInner;
+use crate::engine::workqueue::WqInner;
+use crate::priority::PoolPrio;
+use crate::sched;
+use crate::sync::MutexGuard;
+
+/// Items a lent worker takes from a lagging lane pool before it goes home to
+/// look at its own lane (it is lent again if the lane still lags).
+pub(crate) const GUEST_BATCH: usize = 16;
+
+impl PoolInner {
+    /// Puts worker `me` on its lane's idle stack (`worker_enter_idle`): the
+    /// top, so the most recently idled worker is the next one woken.
+    fn enter_idle(&mut self, me: usize) {
+        self.workers[me].state = WState::Idle;
+        let h = self.workers[me].lane;
+        self.lanes[h].idle.push(me);
+    }
+
+    /// Takes worker `me` off its idle stack (it was not picked by a kick).
+    fn leave_idle(&mut self, me: usize) {
+        let idle = &mut self.lanes[self.workers[me].lane].idle;
+        if let Some(pos) = idle.iter().position(|&i| i == me) {
+            idle.remove(pos);
+        }
+    }
+}
+
+impl Pool {
+    /// A worker lent by a partner lane pool runs this lane's items while the
+    /// lane lags or nobody serves it (and what its busy table hands it).
+    /// Returns how many it ran.
+    pub(crate) fn host_guest(&'static self) -> u64 {
+        let mut g = self.lock();
+        // The manager rule, for the host: a guest came because nobody here
+        // was idle; start a worker of its own so the next items need no guest
+        // (a pool whose workers could not be started would otherwise live on
+        // guests, the watchdog never seeing it starve).
+        if !g.may_start_working() && !g.manager_active {
+            g = self.create_worker(g, 0);
+        }
+        let idx = Self::attach_borrowed(&mut g, WState::Guest);
+        let guard = BorrowedExit { pool: self, idx };
+        let mut cache = None;
+        let mut ran = 0;
+        loop {
+            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
+                it
+            } else if ran >= GUEST_BATCH as u64 {
+                // Home may have work by now: go and look; if this lane
+                // still lags, it asks again.
+                break;
+            } else if g.lanes[0].stealable(self.cap, &mut LazyNow::default()) {
+                g.lanes[0].stats.stolen += 1;
+                g.lanes[0].pop().expect("stealable lane has work")
+            } else {
+                break;
+            };
+            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != idx) {
+                g.workers[other].scheduled.push_back(item);
+                continue;
+            }
+            g = process_one_work(self, idx, g, item, &mut cache, false);
+            ran += 1;
+        }
+        std::mem::forget(guard);
+        Self::detach_borrowed(&mut g, idx);
+        self.update_lendable(&g);
+        ran
+    }
+}
+
+pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
+    WORKER.with(|w| w.set(Some((pool.id, me))));
+    // Bound pools pin to their CPU; pod pools pin each worker to its lane's
+    // CPU (re-homing moves it later), so a wakeup lands where it was meant to.
+    let _ = match pool.attrs.cpu {
+        Some(_) => sched::set_affinity(&pool.attrs.pod_cpus),
+        None => {
+            let cpu = pool.lock().lanes[home].cpu;
+            sched::set_affinity(&[cpu])
+        }
+    };
+    // Nice 0 keeps what the thread inherited (a process run under `nice` stays
+    // niced) unless it inherited a real-time policy from its creator.
+    let inherit = pool.attrs.prio == PoolPrio::Nice(0) && !sched::is_realtime();
+    if !inherit && pool.attrs.prio.apply().is_err() {
+        pool.prio_failed.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut wq_cache: Option<Arc<WqInner>> = None;
+    let mut exit = WorkerExit {
+        pool,
+        me,
+        busy: false,
+        lent: false,
+    };
+    let mut g = pool.lock();
+    g.workers[me].thread = Some(thread::current());
+    g.workers[me].tid = sched::gettid();
+    g.workers[me].state = WState::Running;
+    loop {
+        // ---- idle ----
+        let h = g.workers[me].lane;
+        if !g.work_for(h, pool.cap) {
+            g.enter_idle(me);
+            pool.update_lendable(&g);
+            let mut timed_out = false;
+            loop {
+                // Leave if idle beyond the cull rule, or if the pool was let go
+                // (also when that happened while this worker was busy).
+                if (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
+                    g.leave_idle(me);
+                    g.workers[me].state = WState::Exited;
+                    g.workers[me].thread = None;
+                    g.nr_workers -= 1;
+                    pool.update_lendable(&g);
+                    return;
+                }
+                drop(g);
+                let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
+                let t0 = std::time::Instant::now();
+                thread::park_timeout(timeout);
+                timed_out = t0.elapsed() >= timeout;
+                g = pool.lock();
+                if g.workers[me].state == WState::Woken {
+                    // Picked for a lane (maybe re-homed onto it by the waker).
+                    let h = g.workers[me].lane;
+                    g.lanes[h].nr_woken -= 1;
+                    break;
+                }
+                if g.work_for(h, pool.cap) {
+                    g.leave_idle(me);
+                    break;
+                }
+            }
+        }
+        g.workers[me].state = WState::Running;
+        if let Some(to) = g.workers[me].guest_for.take() {
+            // Lent to a lagging lane pool of the pod: help there, then come
+            // back; unless work arrived at home meanwhile, which comes first.
+            let h = g.workers[me].lane;
+            if !g.work_for(h, pool.cap) {
+                g.lanes[h].nr_lent += 1;
+                pool.update_lendable(&g);
+                drop(g);
+                exit.lent = true;
+                watchdog::busy_enter();
+                let ran = to.host_guest();
+                watchdog::busy_exit();
+                exit.lent = false;
+                g = pool.lock();
+                g.lanes[h].nr_lent -= 1;
+                g.lanes[h].stats.stole += ran;
+            }
+        }
+        let h = g.workers[me].lane;
+        if !g.work_for(h, pool.cap) && g.workers[me].scheduled.is_empty() {
+            continue;
+        }
+        // The manager rule: keep one idle worker in reserve.
+        if !g.may_start_working() && !g.manager_active {
+            g = pool.create_worker(g, h);
+        }
+        if pool.managed {
+            g.lanes[h].nr_running += 1;
+        }
+        pool.update_lendable(&g);
+        watchdog::busy_enter();
+        exit.busy = true;
+        loop {
+            let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
+                it
+            } else if let Some(it) = g.next_item(h, pool.cap) {
+                it
+            } else {
+                break;
+            };
+            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != me) {
+                // Non-reentrancy inside the pool: the item waits for its running instance.
+                g.workers[other].scheduled.push_back(item);
+                continue;
+            }
+            g = process_one_work(pool, me, g, item, &mut wq_cache, true);
+        }
+        g.workers[me].last_start = None;
+        if pool.managed {
+            g.lanes[h].nr_running -= 1;
+        }
+        g.lanes[h].worker_left();
+        watchdog::busy_exit();
+        exit.busy = false;
+    }
+}
+
+/// Puts the pool in order if its worker thread unwinds: a panic outside every
+/// `catch_unwind` (a bug in the engine) must not leave a slot that counts as
+/// running, an item whose cycle never ends, or a pool with nobody to run it.
+struct WorkerExit {
+    pool: &'static Pool,
+    me: usize,
+    /// Inside the busy section: counted in `nr_running` unless blocked, and
+    /// in the watchdog's `BUSY`.
+    busy: bool,
+    /// Away as a guest: counted in its lane's `nr_lent` and in `BUSY`.
+    lent: bool,
+}
+
+impl Drop for WorkerExit {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.pool.worker_died(self.me, self.busy, self.lent);
+        }
+    }
+}
+
+/// The same for a thread attached to a pool from outside (a rescuer, a
+/// guest): its slot there is given up, its item completes as panicked.
+pub(super) struct BorrowedExit {
+    pub(super) pool: &'static Pool,
+    pub(super) idx: usize,
+}
+
+impl Drop for BorrowedExit {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            let mut g = self.pool.lock();
+            let (unfinished, post) = self.pool.abandon_slot(&mut g, self.idx);
+            Pool::detach_borrowed(&mut g, self.idx);
+            self.pool.update_lendable(&g);
+            drop(g);
+            if let Some(work) = unfinished {
+                work.finish_cycle();
+            }
+            post.run(self.pool);
+        }
+    }
+}
+
+impl Pool {
+    /// A worker thread died (see [`WorkerExit`]). Its item, if it had one,
+    /// completes as panicked (flushers and `cancel_sync` are released), its
+    /// `scheduled` items go back on their lanes, it leaves every count, and a
+    /// worker is woken or started for what waits. Counted in `workers_lost`.
+    fn worker_died(&'static self, me: usize, busy: bool, lent: bool) {
+        self.workers_lost.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.lock();
+        let h = g.workers[me].lane;
+        if lent {
+            g.lanes[h].nr_lent -= 1;
+            watchdog::busy_exit();
+        }
+        match g.workers[me].state {
+            WState::Idle => g.leave_idle(me),
+            WState::Woken => g.lanes[h].nr_woken -= 1,
+            _ => {}
+        }
+        if busy {
+            if self.managed && g.workers[me].blocked == 0 {
+                g.lanes[h].nr_running -= 1;
+            }
+            g.lanes[h].worker_left();
+            watchdog::busy_exit();
+        }
+        let (unfinished, mut post) = self.abandon_slot(&mut g, me);
+        let w = &mut g.workers[me];
+        w.state = WState::Exited;
+        w.thread = None;
+        w.tid = 0;
+        w.blocked = 0;
+        g.nr_workers -= 1;
+        if post.wake.is_none() {
+            post.wake = g.kick(h, self.cap);
+        }
+        if post.wake.is_none() && g.need_more_worker(self.cap) && !g.manager_active {
+            g = self.create_worker(g, h);
+        }
+        self.update_lendable(&g);
+        drop(g);
+        if let Some(work) = unfinished {
+            work.finish_cycle();
+        }
+        post.run(self);
+    }
+}
+
+impl Pool {
+    /// Gives up what slot `idx` held: its current item completes as panicked
+    /// (its pwq's counts, flushers, the item's cycle once the caller calls
+    /// `finish_cycle` on what is returned), and its `scheduled` items go back
+    /// on their lanes, with a worker kicked for them.
+    fn abandon_slot(&self, g: &mut PoolInner, idx: usize) -> (Option<Arc<WorkInner>>, Post) {
+        let mut post = Post::default();
+        let unfinished = g.workers[idx].current.take();
+        if unfinished.is_some() {
+            let slot = g.workers[idx].current_pwq;
+            let color = g.workers[idx].current_color;
+            let st = &mut g.pwqs[slot as usize].stats;
+            st.completed += 1;
+            st.panics += 1;
+            g.progress += 1;
+            self.dec_in_flight(g, slot, color, true, &mut post);
+        }
+        let mut hint = None;
+        for it in std::mem::take(&mut g.workers[idx].scheduled) {
+            hint = Some(usize::from(it.lane));
+            g.push_active(it);
+        }
+        if let Some(h) = hint {
+            post.wake = g.kick(h, self.cap);
+        }
+        (unfinished, post)
+    }
+}
+
+/// Runs one item on worker `me` (a rescuer when `counted` is false: it never
+/// counts in `nr_running`).
+pub(super) fn process_one_work<'a>(
+    pool: &'static Pool,
+    me: usize,
+    mut g: MutexGuard<'a, PoolInner>,
+    item: Item,
+    cache: &mut Option<Arc<WqInner>>,
+    counted: bool,
+) -> MutexGuard<'a, PoolInner> {
+    let wq = {
+        let cur = g.pwqs[item.pwq as usize].wq.as_ref().expect("live pwq");
+        match cache.take() {
+            Some(c) if Arc::ptr_eq(&c, cur) => c,
+            _ => cur.clone(),
+        }
+    };
+    g.pwqs[item.pwq as usize].stats.started += 1;
+    if std::mem::take(&mut g.workers[me].repatriated) {
+        g.pwqs[item.pwq as usize].stats.repatriated += 1;
+    }
+    g.workers[me].current = Some(item.work.clone());
+    g.workers[me].current_pwq = item.pwq;
+    g.workers[me].current_color = item.color;
+    g.workers[me].seq += 1;
+    item.work.clear_pending();
+    let managed = pool.managed && counted;
+    if wq.cpu_intensive {
+        g.mark_out(me, BLOCKED_INTENSIVE, managed);
+    }
+    let hint = if counted {
+        let h = g.workers[me].lane;
+        let prev = g.workers[me].last_start;
+        let timed = g.should_time(h, pool.cap);
+        g.workers[me].last_start = g.lanes[h].item_started(timed, prev);
+        h
+    } else {
+        usize::from(item.lane)
+    };
+    // Chain execution: wake another worker if work still waits and nobody
+    // runs it, or if this lane lags and another CPU of the pod is free.
+    let wake = g.kick(hint, pool.cap);
+    unlock_wake(pool, g, wake);
+    let wq_addr = Arc::as_ptr(&wq) as usize;
+    CURRENT_WQ.with(|c| c.set(wq_addr));
+    CURRENT_WORK.with(|c| c.set(crate::engine::work::addr(&item.work)));
+    let res = catch_unwind(AssertUnwindSafe(|| item.work.func.run()));
+    CURRENT_WQ.with(|c| c.set(0));
+    CURRENT_WORK.with(|c| c.set(0));
+    let panicked = res.is_err();
+    if let Err(payload) = res {
+        wq.report_panic(payload);
+    }
+    if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
+    {
+        panic!("cmwq: test hook: this worker dies with its item unfinished");
+    }
+    let mut g = pool.lock();
+    let st = &mut g.pwqs[item.pwq as usize].stats;
+    st.completed += 1;
+    st.panics += u64::from(panicked);
+    *cache = Some(wq);
+    g.mark_in(me, u8::MAX, managed);
+    g.progress += 1;
+    g.lanes[usize::from(item.lane)].progress += 1;
+    g.workers[me].current = None;
+    let mut post = Post::default();
+    pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
+    item.work.finish_cycle();
+    // Every deferred action runs, `died` included: an ordered queue's retired
+    // pwq that drains here must unplug the next generation, or it waits forever.
+    if post.pending() {
+        drop(g);
+        post.run(pool);
+        g = pool.lock();
+    }
+    g
+}
