@@ -18,8 +18,8 @@ fn unlock_wake_is_out_of_line_exactly_without_the_feature() {
     assert!(
         e.functions
             .iter()
-            .any(|f| elf::demangle(&f.name) == "cmwq::pool::Pool::insert"),
-        "cmwq::pool::Pool::insert missing: is this the cmwq binary?"
+            .any(|f| elf::demangle(&f.name) == "cmwq::engine::pool::Pool::insert"),
+        "cmwq::engine::pool::Pool::insert missing: is this the cmwq binary?"
     );
     let out_of_line: Vec<String> = e
         .functions

@@ -98,6 +98,7 @@ impl fmt::Display for PoolPrio {
 const POLICY_UNSET: u8 = 0;
 const POLICY_NICE: u8 = 1;
 const POLICY_FIFO: u8 = 2;
+/// A: the policy set by `set_highpri_policy`. `Relaxed`: a setting read on its own.
 static POLICY: AtomicU8 = AtomicU8::new(POLICY_UNSET);
 static POLICY_ENV: Mutex<Option<Result<HighpriPolicy, Error>>> = Mutex::new(None);
 
@@ -108,13 +109,13 @@ pub fn set_highpri_policy(p: HighpriPolicy) {
         HighpriPolicy::Nice => POLICY_NICE,
         HighpriPolicy::Fifo => POLICY_FIFO,
     };
-    POLICY.store(v, Ordering::SeqCst);
+    POLICY.store(v, Ordering::Relaxed);
 }
 
 /// The current highpri policy: set by [`set_highpri_policy`], else read once
 /// from `CMWQ_HIGHPRI_POLICY` (a bad value is an error naming it), else `Nice`.
 pub fn highpri_policy() -> Result<HighpriPolicy, Error> {
-    match POLICY.load(Ordering::SeqCst) {
+    match POLICY.load(Ordering::Relaxed) {
         POLICY_NICE => return Ok(HighpriPolicy::Nice),
         POLICY_FIFO => return Ok(HighpriPolicy::Fifo),
         _ => {}

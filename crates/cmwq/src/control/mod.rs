@@ -365,6 +365,9 @@ pub struct Server {
     path: PathBuf,
     /// The socket file's identity, so drop removes ours and nobody else's.
     id: (u64, u64),
+    /// A: tells the accept loop to end. `SeqCst`: what wakes the loop is a
+    /// syscall (`shutdown` on the listener), not a Rust synchronization, so
+    /// the flag keeps the strongest ordering rather than lean on the kernel's.
     stop: Arc<AtomicBool>,
     /// A second descriptor of the listening socket, to shut it down.
     listener: UnixListener,
@@ -406,9 +409,11 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// This process's endpoint, if it serves one.
 static GLOBAL: Mutex<Option<Server>> = Mutex::new(None);
 /// The process that started [`GLOBAL`]'s server (a forked child inherits the
-/// static and the exit hook, not the socket).
+/// static and the exit hook, not the socket). A: written under `GLOBAL`, read
+/// at exit without it. `Relaxed`: a value read on its own.
 static GLOBAL_PID: AtomicU32 = AtomicU32::new(0);
 
 /// Runs at `exit` (see the module docs): removes [`GLOBAL`]'s socket if it is
@@ -416,7 +421,7 @@ static GLOBAL_PID: AtomicU32 = AtomicU32::new(0);
 /// process is ending. Never blocks: if another thread holds the lock (starting
 /// or stopping the server), that thread's own code deals with the socket.
 extern "C" fn remove_socket_at_exit() {
-    if GLOBAL_PID.load(Ordering::SeqCst) != std::process::id() {
+    if GLOBAL_PID.load(Ordering::Relaxed) != std::process::id() {
         return;
     }
     let Some(g) = GLOBAL.try_lock() else {
@@ -463,7 +468,7 @@ pub fn serve() -> Result<PathBuf, Error> {
     prune_stale();
     let s = serve_at(&dir.join(format!("{}.sock", std::process::id())), None)?;
     let p = s.path.clone();
-    GLOBAL_PID.store(std::process::id(), Ordering::SeqCst);
+    GLOBAL_PID.store(std::process::id(), Ordering::Relaxed);
     register_exit_hook();
     *g = Some(s);
     Ok(p)
@@ -533,6 +538,8 @@ pub fn serve_at(path: &Path, owner: Option<u32>) -> Result<Server, Error> {
 }
 
 fn accept_loop(listener: UnixListener, owner: u32, stop: Arc<AtomicBool>) {
+    // Connections being served. `Relaxed`: a counter; the read-modify-writes
+    // alone keep it exact.
     let live = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
@@ -543,8 +550,8 @@ fn accept_loop(listener: UnixListener, owner: u32, stop: Arc<AtomicBool>) {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
-        if live.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            live.fetch_sub(1, Ordering::SeqCst);
+        if live.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
+            live.fetch_sub(1, Ordering::Relaxed);
             let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
             let _ = conn.write_all(
                 &Response::err(format!(
@@ -559,10 +566,10 @@ fn accept_loop(listener: UnixListener, owner: u32, stop: Arc<AtomicBool>) {
             .name("cmwq-control-conn".into())
             .spawn(move || {
                 serve_conn(conn, owner);
-                l.fetch_sub(1, Ordering::SeqCst);
+                l.fetch_sub(1, Ordering::Relaxed);
             });
         if spawned.is_err() {
-            live.fetch_sub(1, Ordering::SeqCst);
+            live.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -25,54 +25,67 @@
 //! | tag | meaning |
 //! |---|---|
 //! | `I:` | set at init, read-only afterwards (no lock) |
+//! | `O:` | set once (a `OnceLock`), read without a lock afterwards |
 //! | `L:` | the pool lock (`Pool::inner`); every field of `PoolInner` is `L:` |
 //! | `N:` | a node's `pending` lock (`NodeActive::pending`) |
-//! | `WQ:` | the workqueue lock named after the colon (`WQ attrs:`, `WQ flush:`, ...) |
-//! | `T:` | the timer's locks (`Timer::state`, `Timer::deliver`) |
-//! | `W:` | the work item's `wait_lock` |
-//! | `R:` | a process-wide registry lock (`REGISTRY`, `BOUND_POOLS`, `UNBOUND_POOLS`) |
+//! | `WQ x:` | the workqueue's lock `x` (`WQ attrs:`, `WQ flush:`, `WQ old:`...) |
+//! | `T x:` | the timer's lock `x` (`T state:`, `T deliver:`) |
+//! | `W:` | a work item's `wait_lock` |
+//! | `R x:` | a process-wide registry lock (`R registry:`, `R bound:`, `R unbound:`) |
 //! | `A:` | an atomic, read without a lock; the tag says which ordering and why |
-//! | `O:` | set once (`OnceLock`), read without a lock afterwards |
 //!
-//! Locks nest only in this order (an arrow: the left one may be held while
-//! the right one is taken; two locks with no path between them are never held
-//! together):
+//! Locks nest only in this order. An arrow means the left lock may be held
+//! while the right one is taken; two locks with no path between them are
+//! never held together, and a lock not named here is a leaf.
 //!
 //! ```text
-//! WQ attrs -> WQ flush -> WQ old -> WQ cur
-//!                      \-> WQ chain -> pool -> N
-//!                                            \-> WQ mayday
 //! WQ attrs -> WQ prio
+//! WQ attrs -> WQ node_cpus
+//! WQ attrs -> WQ flush -> WQ old -> WQ cur
+//!                         WQ old -> pool
+//!             WQ flush -> WQ cur | WQ node_cpus | WQ chain | R bound | R unbound
+//!             WQ flush -> pool
+//! WQ chain -> pool
 //! T deliver -> T state
-//! T deliver -> pool            (a fired timer queues its item)
-//! R bound/unbound -> pool      (new_pool publishes, link_pod)
+//! T deliver -> pool
+//! pool -> N
+//! pool -> WQ mayday
+//! pool -> W
 //! ```
 //!
-//! - `WQ flush` is held across `Pool::with_pwq`/`pwq_flip_color` (pool locks,
-//!   one at a time) and, in `apply`, across building the new table, which
-//!   attaches pwqs to pools (pool locks, one at a time).
+//! - `WQ attrs` is held across a whole attrs change (`apply`), `WQ flush`
+//!   inside it while the new table is built (pools attached, one pool lock at
+//!   a time), published and swapped in, so a flush never sees half a change.
+//!   `flush` holds `WQ flush` while it reads and flips the pwqs' colours
+//!   (`Pool::with_pwq`, `pwq_flip_color`: one pool lock at a time).
 //! - `WQ old` (the retired and dead generations and the dead ones' counters,
-//!   one struct) is held while `cur` is swapped and while the dead pwqs'
-//!   counters are read from their pools (pool locks, one at a time).
+//!   one struct) is taken before `WQ cur` by `apply` and by the readers of
+//!   every pwq (`pwq_list_and_dead`), and held while dead pwqs' counters are
+//!   read from their pools.
 //! - `WQ chain` is held while the ordered chain's head pwq is killed or
-//!   unplugged (its pool lock; unplugging takes the node lock under it).
-//! - The pool lock is held while an item takes node budget or registers as
-//!   waiting (`N`), and while the watchdog's tick sends mayday (`WQ mayday`).
-//!   Pools never nest: a lane pool lends a worker to a partner only after
-//!   dropping its own lock (`lend_to`), and wakeups, flusher notifications,
-//!   node activations and ordered-chain advances found under a pool lock run
-//!   after it is dropped (`Post`).
-//! - `W` (a work item's `wait_lock`) and `WQ flush`'s condvar are taken by a
-//!   notifier with no other lock held.
-//!
-//! What this order is not: `WQ cur` is a leaf (`pwqs()` clones the table's
-//! `Arc` and drops the lock), and so are `T state`, `N`, `WQ mayday` and the
-//! registries' maps once the pool is made.
+//!   unplugged (its pool lock; unplugging registers the items with the node,
+//!   `N`, under the pool lock, and activates them after dropping it).
+//! - `T deliver` is held while fired items are handed to their workqueues
+//!   (`queue_claimed`: pool locks, one at a time), never `T state`.
+//! - Under the pool lock an item takes node budget or registers as waiting
+//!   (`N`), the watchdog's tick sends mayday (`WQ mayday`), and a finished
+//!   item's cycle ends (`finish_cycle` takes `W` to wake waiters).
+//! - Pools never nest: a lane pool lends a worker of a partner only after
+//!   dropping its own lock (`lend_to`), and wakeups, flusher notifications
+//!   (`WQ flush`), node activations and ordered-chain advances found under a
+//!   pool lock run after it is dropped (`Post`).
+//! - The registries (`R`) only map attributes to pool ids; making a pool
+//!   under them takes no pool lock.
 //!
 //! Atomics are tagged `A:` with their ordering. `SeqCst` is used only where
-//! two threads each store one atomic and then load the other (a Dekker pair);
-//! such a field names the field it pairs with. Settings and counters that no
-//! other data hangs on are `Relaxed`.
+//! two threads each store one atomic and then load the other (a Dekker
+//! pair: `watchdog`'s `BUSY`/`PARKED`, a node's `nr`/`pending_len`, a work
+//! item's `done`/`waiters`, a workqueue's `handles`/`borrows`) and for a work
+//! item's state word, whose claim must be fully ordered even when it fails;
+//! each such field names the field it pairs with. Settings, counters and
+//! hints that no other data hangs on are `Relaxed`; a few fields are
+//! `Relaxed` because a lock orders them (the tag says which). The lock-free
+//! pwq routing words are `Release`/`Acquire`.
 
 pub(crate) mod node;
 pub(crate) mod pool;

@@ -16,26 +16,42 @@ use super::work::WorkInner;
 use super::workqueue::WqInner;
 use crate::sync::{Condvar, Mutex};
 
+/// An armed item (under `T state`).
 struct Armed {
+    /// The arming it belongs to (heap entries of older armings are stale).
     seq: u64,
+    /// The item; its PENDING bit is held for the timer.
     work: Arc<WorkInner>,
+    /// Where it goes when the timer fires.
     wq: Arc<WqInner>,
+    /// `queue_on`'s CPU, if any.
     cpu: Option<usize>,
 }
 
+/// The timer's lock-protected state: every field is `T state`.
 #[derive(Default)]
 struct State {
+    /// T state: deadlines, with the arming's `seq` and the item's key.
     heap: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    /// T state: armed items by key; the entry that counts.
     armed: HashMap<usize, Armed>,
+    /// T state: the last arming's number.
     seq: u64,
 }
 
+/// The timer. Lock order: `deliver` before `state`; `deliver` is held while
+/// fired items are handed to their workqueues (pool locks), `state` never.
 struct Timer {
+    /// T state: what is armed.
     state: Mutex<State>,
+    /// The timer thread waits on it under `state` for the next deadline.
     cv: Condvar,
+    /// T deliver: serialises handing fired items over with destroy's
+    /// `fire_all_for`, so a dying queue's items are never handed over late.
     deliver: Mutex<()>,
 }
 
+/// O: the timer and its thread, started by the first `arm`.
 static TIMER: OnceLock<Timer> = OnceLock::new();
 
 fn timer() -> &'static Timer {

@@ -44,14 +44,24 @@ pub const TICK: Duration = Duration::from_millis(10);
 /// How long work may starve before its rescuers are called (kernel: 10 ms).
 pub const MAYDAY_INITIAL_TIMEOUT: Duration = Duration::from_millis(10);
 
+/// A: workers in their busy section. `SeqCst`: pairs with `PARKED` (the
+/// Dekker pair above: `busy_enter` adds then reads `PARKED`, `run` stores
+/// `PARKED` then reads this).
 static BUSY: AtomicUsize = AtomicUsize::new(0);
+/// A: the watchdog is about to park or parked. `SeqCst`: pairs with `BUSY`
+/// and with `STARVING`.
 static PARKED: AtomicBool = AtomicBool::new(false);
+/// A: a pool starves and needs the tick although nothing is busy. `SeqCst`:
+/// pairs with `PARKED` as `BUSY` does (`poke` stores it then reads `PARKED`).
 static STARVING: AtomicBool = AtomicBool::new(false);
 /// The kernel's default `wq_cpu_intensive_thresh_us`: 10 ms.
 const DFL_CPU_INTENSIVE_THRESH_US: u64 = 10_000;
 
+/// A: the CPU-intensive threshold. `Relaxed`: a setting read on its own.
 static THRESH_US: AtomicU64 = AtomicU64::new(DFL_CPU_INTENSIVE_THRESH_US);
+/// A: sweeps made. `Relaxed`: a counter.
 static TICKS: AtomicU64 = AtomicU64::new(0);
+/// O: the watchdog thread.
 static WATCHDOG: OnceLock<Thread> = OnceLock::new();
 
 /// Sets the CPU time after which a running item counts as CPU-intensive and
@@ -59,19 +69,19 @@ static WATCHDOG: OnceLock<Thread> = OnceLock::new();
 pub fn set_cpu_intensive_thresh(d: Duration) {
     THRESH_US.store(
         d.as_micros().clamp(1, u64::MAX as u128) as u64,
-        Ordering::SeqCst,
+        Ordering::Relaxed,
     );
 }
 
 /// The current CPU-intensive threshold.
 pub fn cpu_intensive_thresh() -> Duration {
-    Duration::from_micros(THRESH_US.load(Ordering::SeqCst))
+    Duration::from_micros(THRESH_US.load(Ordering::Relaxed))
 }
 
 /// How many sweeps the watchdog has made (0 while nothing was ever busy): lets
 /// a test see that an idle process is not polled.
 pub fn watchdog_ticks() -> u64 {
-    TICKS.load(Ordering::SeqCst)
+    TICKS.load(Ordering::Relaxed)
 }
 
 /// Starts the watchdog thread if it is not running (called when a pool is made,
@@ -126,7 +136,7 @@ fn run() {
             continue;
         }
         std::thread::sleep(TICK);
-        TICKS.fetch_add(1, Ordering::SeqCst);
+        TICKS.fetch_add(1, Ordering::Relaxed);
         // Clear before the sweep: a failure during or after it sets it again.
         STARVING.store(false, Ordering::SeqCst);
         if super::pool::tick_all(cpu_intensive_thresh()) {

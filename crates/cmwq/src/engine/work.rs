@@ -40,6 +40,25 @@ impl<F: Fn() + Send + Sync + 'static> Job for F {
 /// The shared part of a [`Work`]: the state word, the cycle counters and the
 /// job, in one allocation (the job last, so the cell can be unsized to
 /// `WorkCell<dyn Job>`, the type the engine queues).
+///
+/// Locking (see the engine's module docs):
+///
+/// - `state` A: PENDING and the disable depth. `SeqCst` read-modify-writes:
+///   the claim (`try_claim`, success and its RMW on failure) pairs with the
+///   worker's `clear_pending`, so whatever a queuer stored before a failed
+///   claim is seen by the run that was pending (the kernel's fully ordered
+///   `test_and_set_bit`); loom model 1 runs this code.
+/// - `pool` A: id + 1 of the pool that holds or last ran the item, written
+///   under that pool's lock. `Relaxed`: a queuer reads it after its claim,
+///   whose acquire follows the worker's clear, which followed the write; a
+///   canceller reads it and then takes that pool's lock (retrying if the
+///   item is not there yet).
+/// - `queued`, `done` A: cycles begun and ended. `SeqCst`: `done` pairs with
+///   `waiters` (a finisher adds to `done` then reads `waiters`; a waiter adds
+///   to `waiters` then reads `done`), and `queued` is read with them.
+/// - `waiters` A: threads in `wait_cycles`. `SeqCst`: pairs with `done`.
+/// - `wait_lock` W: taken only to wait on and notify `wait_cv`.
+/// - `func` I.
 pub(crate) struct WorkCell<J: ?Sized> {
     pub(crate) state: AtomicU32,
     /// Id + 1 of the pool that holds the item or last ran it; 0: never queued.
@@ -218,8 +237,8 @@ impl fmt::Debug for Work {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Work")
             .field("pending", &self.is_pending())
-            .field("queued", &self.0.queued.load(Ordering::Relaxed))
-            .field("done", &self.0.done.load(Ordering::Relaxed))
+            .field("queued", &self.0.queued.load(Ordering::SeqCst))
+            .field("done", &self.0.done.load(Ordering::SeqCst))
             .finish()
     }
 }

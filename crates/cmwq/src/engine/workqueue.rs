@@ -44,6 +44,7 @@ use crate::types::{
 /// Counters of one workqueue (what `wq_monitor.py` shows).
 #[derive(Default)]
 pub(crate) struct WqStats {
+    /// A: queue attempts refused while draining. `Relaxed`: a counter.
     pub rejected: AtomicU64,
 }
 
@@ -88,13 +89,21 @@ impl Pwqs {
 /// memory is never reused while the workqueue lives (dead slots are kept until
 /// destroy), so a stale word always names this workqueue's pwq; if that pwq
 /// died, `Pool::insert` says so and the queuer reads again.
+///
+/// Every word is `A:` with `Release` stores (`publish`, under `WQ flush` for
+/// an attrs change) and `Acquire` loads: a queuer that reads a word sees the
+/// pool and pwq slot it names fully set up (`Pool::attach` wrote the slot
+/// under the pool lock before `publish`).
 struct PwqMap {
+    /// A: per topology CPU: its pwq.
     cpu: Vec<AtomicU64>,
-    /// Per real CPU: the lane pwq of a pod pool (see `Pwqs::lane`), 0: none.
+    /// A: per real CPU: the lane pwq of a pod pool (see `Pwqs::lane`), 0: none.
     lane: Vec<AtomicU64>,
+    /// A: the default pwq.
     dfl: AtomicU64,
-    /// Topology CPUs that route work, for a queuer on a CPU outside the mask.
+    /// A: topology CPUs that route work, for a queuer on a CPU outside the mask.
     route: Vec<AtomicUsize>,
+    /// A: how many of `route` are valid (shrunk before they change, grown after).
     route_len: AtomicUsize,
 }
 
@@ -158,76 +167,130 @@ impl PwqMap {
 
 /// What a workqueue was built with that the attrs do not say (kept to rebuild pools).
 struct WqCtx {
+    /// I: the topology its pods are cut from.
     topo: Arc<Topology>,
-    /// A topology other than the machine's, folded onto the real CPUs.
+    /// I: a topology other than the machine's, folded onto the real CPUs.
     custom: bool,
+    /// I: when queuers wake workers.
     wake: WakeMode,
+    /// I: how unbound pools limit running workers.
     concurrency: UnboundConcurrency,
+    /// I: run at the best allowed priority when the one asked for is not.
     fallback: bool,
 }
 
 /// A `MEM_RECLAIM` workqueue's rescuer: a thread that exists before it is needed.
 struct Rescuer {
-    /// Pwqs that asked for help, as (pool id, slot), oldest first.
+    /// WQ mayday: pwqs that asked for help, as (pool id, slot), oldest first.
     mayday: Mutex<VecDeque<(u32, u32)>>,
+    /// O: the rescuer thread, to unpark it.
     thread: OnceLock<Thread>,
+    /// WQ join: its join handle, taken by destroy.
     join: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// A: set by destroy, which then unparks the rescuer. `Relaxed`: an
+    /// unpark synchronizes with the park it ends, so the rescuer sees it.
     stop: AtomicBool,
+    /// A: the rescuer's thread id, 0 until it runs. `Relaxed`: a value read
+    /// on its own.
     tid: std::sync::atomic::AtomicI32,
 }
 
-/// The shared state of a workqueue.
-pub(crate) struct WqInner {
-    pub name: String,
-    /// Gets the payload of this queue's items' panics, instead of the
-    /// process-wide hook.
-    panic_handler: Option<PanicHandler>,
-    pub flags: WqFlags,
-    pub unbound: bool,
-    pub ordered: bool,
-    pub cpu_intensive: bool,
-    pub frozen: AtomicBool,
-    draining: AtomicU32,
-    destroyed: AtomicBool,
-    pub stats: WqStats,
-    max_active: AtomicUsize,
-    nodes: Vec<NodeActive>,
-    node_cpus: Mutex<Vec<usize>>,
-    /// The current generation of pwqs (for flush, stats and attrs changes).
-    cur: Mutex<Arc<Pwqs>>,
-    /// The same generation as lock-free routing words (for `queue`).
-    map: PwqMap,
+/// What an attrs change leaves behind: the older generations' pwqs and the
+/// counters of those that died. One lock, since `apply` moves pwqs from one
+/// list to the other and a reader must see each pwq exactly once.
+#[derive(Default)]
+struct OldPwqs {
     /// Pwqs of older generations, kept (dead or draining) until destroy so
     /// flush and stats still see them and a late queuer finds them dead.
-    retired: Mutex<Vec<PwqRef>>,
-    /// Ordered queues: generations oldest first; only the head runs.
-    chain: Mutex<VecDeque<PwqRef>>,
-    ctx: WqCtx,
-    attrs: Mutex<WqAttrs>,
-    /// The priority in force, and why it differs from the one asked for.
-    prio: Mutex<(PoolPrio, Option<String>)>,
-    rescuer: Option<Rescuer>,
-    flush_lock: Mutex<u64>,
-    flush_cv: Condvar,
-    flushers: AtomicU32,
-    rr: AtomicUsize,
-    handles: AtomicUsize,
-    /// Borrowed views held by the control endpoint and snapshots: the last
-    /// handle's drop waits for them, so it still destroys (drains) itself.
-    borrows: AtomicUsize,
-    /// Unique for the process's lifetime (names may repeat).
-    pub id: u64,
+    retired: Vec<PwqRef>,
     /// Retired pwqs found dead, taken off `retired` so flush and stats do not
     /// walk every past generation; kept here only to be detached at destroy
     /// (their slots are never reused while the workqueue lives).
-    dead: Mutex<Vec<PwqRef>>,
+    dead: Vec<PwqRef>,
     /// The counters of the pwqs moved to `dead`.
-    dead_stats: Mutex<PwqStats>,
+    dead_stats: PwqStats,
+}
+
+/// The shared state of a workqueue. Locking: see the engine's module docs
+/// (`WQ <field>:` names the lock of that field).
+pub(crate) struct WqInner {
+    /// I: the name (names may repeat).
+    pub name: String,
+    /// I: gets the payload of this queue's items' panics, instead of the
+    /// process-wide hook.
+    panic_handler: Option<PanicHandler>,
+    /// I: the flags as built.
+    pub flags: WqFlags,
+    /// I: `WQ_UNBOUND`.
+    pub unbound: bool,
+    /// I: an ordered queue.
+    pub ordered: bool,
+    /// I: `WQ_CPU_INTENSIVE`.
+    pub cpu_intensive: bool,
+    /// A: frozen (`FREEZABLE` queues). `Relaxed`: ordered by the pool locks;
+    /// `freeze` stores it before it polls every pwq under its pool lock, and
+    /// an item is activated only under its pool lock, so an activation that
+    /// missed the store is one the poll sees and waits for.
+    pub frozen: AtomicBool,
+    /// A: drains in progress; queueing from outside the queue is refused while
+    /// nonzero. `Relaxed`: a queue that races with the start of a drain may
+    /// go either way, and drain loops until nothing is in flight.
+    draining: AtomicU32,
+    /// A: destroy has begun. `SeqCst`: read with `handles` in `borrow_of`
+    /// (the pair with `borrows`, see there).
+    destroyed: AtomicBool,
+    /// A: counters kept outside the pools (`Relaxed`).
+    pub stats: WqStats,
+    /// A: `max_active`, written under `WQ attrs`. `Relaxed`: a setting; the
+    /// writer runs the activation pass itself.
+    max_active: AtomicUsize,
+    /// I (the vector); each node's fields carry their own tags.
+    nodes: Vec<NodeActive>,
+    /// WQ node_cpus, written only under `WQ attrs` (or before the queue is
+    /// shared): CPUs of the mask per node, to cut `max_active` into budgets.
+    node_cpus: Mutex<Vec<usize>>,
+    /// WQ cur: the current generation of pwqs (for flush, stats and attrs
+    /// changes); swapped only under `WQ old`.
+    cur: Mutex<Arc<Pwqs>>,
+    /// A: the same generation as lock-free routing words (for `queue`).
+    map: PwqMap,
+    /// WQ old: the retired and dead generations.
+    old: Mutex<OldPwqs>,
+    /// WQ chain: ordered queues' generations oldest first; only the head runs.
+    chain: Mutex<VecDeque<PwqRef>>,
+    /// I: what the attrs do not say.
+    ctx: WqCtx,
+    /// WQ attrs: the attributes; held across a whole attrs change.
+    attrs: Mutex<WqAttrs>,
+    /// WQ prio, written only under `WQ attrs`: the priority in force, and why
+    /// it differs from the one asked for.
+    prio: Mutex<(PoolPrio, Option<String>)>,
+    /// I: the rescuer of a `MEM_RECLAIM` queue.
+    rescuer: Option<Rescuer>,
+    /// WQ flush: the flush colour counter; flushers wait on `flush_cv`.
+    flush_lock: Mutex<u64>,
+    /// Waited on under `WQ flush`.
+    flush_cv: Condvar,
+    /// A: flushers in progress. `Relaxed`: ordered by the pool locks; a
+    /// flusher counts itself before it reads any pwq under its pool lock,
+    /// and a completer reads it under the pool lock after its decrement, so
+    /// a completer that the flusher waits for sees it.
+    flushers: AtomicU32,
+    /// A: round robin over the mask's CPUs (`Relaxed`: any value will do).
+    rr: AtomicUsize,
+    /// A: handles. `SeqCst`: pairs with `borrows` (see `borrow_of`).
+    handles: AtomicUsize,
+    /// A: borrowed views held by the control endpoint and snapshots: the
+    /// last handle's drop waits for them, so it still destroys (drains)
+    /// itself. `SeqCst`: pairs with `handles` (see `borrow_of`).
+    borrows: AtomicUsize,
+    /// I: unique for the process's lifetime (names may repeat).
+    pub id: u64,
 }
 
 impl WqInner {
     pub(crate) fn has_flushers(&self) -> bool {
-        self.flushers.load(Ordering::SeqCst) > 0
+        self.flushers.load(Ordering::Relaxed) > 0
     }
 
     pub(crate) fn notify_flushers(&self) {
@@ -238,7 +301,7 @@ impl WqInner {
     /// Takes one unit of the node's active budget, or queues the pwq as waiting.
     /// Called under the pool lock.
     pub(crate) fn node_try_get(&self, node: usize, pool: u32, slot: u32) -> NodeGet {
-        let frozen = self.frozen.load(Ordering::SeqCst);
+        let frozen = self.frozen.load(Ordering::Relaxed);
         self.nodes[node].try_get(frozen, pool, slot)
     }
 
@@ -300,14 +363,14 @@ impl WqInner {
     /// Activates waiting items while the node's budget allows (`node_activate_pending_pwq`).
     pub(crate) fn node_activate(self: &Arc<Self>, node: usize) {
         self.nodes[node].activate(
-            || self.frozen.load(Ordering::SeqCst),
+            || self.frozen.load(Ordering::Relaxed),
             |pool, slot| pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self)),
         );
     }
 
     /// Draining, and the caller is not one of this queue's own items.
     fn refuses_outsiders(self: &Arc<Self>) -> bool {
-        self.draining.load(Ordering::SeqCst) > 0
+        self.draining.load(Ordering::Relaxed) > 0
             && pool::current_wq_addr() != Arc::as_ptr(self) as usize
     }
 
@@ -322,14 +385,13 @@ impl WqInner {
 
     /// Every live or retired pwq, and the counters of the dead ones, read as
     /// one consistent picture: `apply` swaps the generation and moves pwqs
-    /// between the lists under the `retired` lock, taken first here too (lock
-    /// order: retired, cur, dead_stats), so no pwq is seen twice or missed.
+    /// between the lists under the `old` lock, taken first here too (lock
+    /// order: old, then cur), so no pwq is seen twice or missed.
     fn pwq_list_and_dead(&self) -> (Vec<PwqRef>, PwqStats) {
-        let retired = self.retired.lock();
+        let old = self.old.lock();
         let mut v = self.pwqs().all.clone();
-        v.extend(retired.iter());
-        let dead = *self.dead_stats.lock();
-        (v, dead)
+        v.extend(old.retired.iter());
+        (v, old.dead_stats)
     }
 
     fn nr_in_flight(&self) -> usize {
@@ -424,7 +486,7 @@ impl WqInner {
     fn flush(&self) {
         // A flush from a worker blocks it: let its pool start another worker.
         let _blocked = pool::BlockingGuard::new();
-        self.flushers.fetch_add(1, Ordering::SeqCst);
+        self.flushers.fetch_add(1, Ordering::Relaxed);
         let mut g = self.flush_lock.lock();
         let pwqs = self.pwq_list();
         // Make room: the next colour's slot must hold nothing of 16 colours ago.
@@ -460,18 +522,18 @@ impl WqInner {
             g = self.flush_cv.wait(g);
         }
         drop(g);
-        self.flushers.fetch_sub(1, Ordering::SeqCst);
+        self.flushers.fetch_sub(1, Ordering::Relaxed);
     }
 
     fn drain(&self) {
-        self.draining.fetch_add(1, Ordering::SeqCst);
+        self.draining.fetch_add(1, Ordering::Relaxed);
         loop {
             self.flush();
             if self.nr_in_flight() == 0 {
                 break;
             }
         }
-        self.draining.fetch_sub(1, Ordering::SeqCst);
+        self.draining.fetch_sub(1, Ordering::Relaxed);
     }
 
     fn destroy(self: &Arc<Self>) {
@@ -480,7 +542,7 @@ impl WqInner {
         }
         // Drain for good: from here only the queue's own items (and its timers,
         // armed before or by them) may add work; every timer is fired at once.
-        self.draining.fetch_add(1, Ordering::SeqCst);
+        self.draining.fetch_add(1, Ordering::Relaxed);
         loop {
             let fired = timer::fire_all_for(self);
             self.flush();
@@ -492,7 +554,7 @@ impl WqInner {
             n.clear();
         }
         if let Some(r) = &self.rescuer {
-            r.stop.store(true, Ordering::SeqCst);
+            r.stop.store(true, Ordering::Relaxed);
             if let Some(t) = r.thread.get() {
                 t.unpark();
             }
@@ -504,7 +566,7 @@ impl WqInner {
             }
         }
         // No handle is left, so nothing queues any more: release the pwqs.
-        let dead = std::mem::take(&mut *self.dead.lock());
+        let dead = std::mem::take(&mut self.old.lock().dead);
         for r in self.pwq_list().into_iter().chain(dead) {
             r.pool.detach(r.slot);
         }
@@ -851,7 +913,7 @@ impl WorkqueueBuilder {
             node_cpus: Mutex::new(vec![0; nr_nodes]),
             cur: Mutex::new(Arc::new(Pwqs::empty())),
             map: PwqMap::new(map_len),
-            retired: Mutex::new(Vec::new()),
+            old: Mutex::new(OldPwqs::default()),
             chain: Mutex::new(VecDeque::new()),
             ctx,
             attrs: Mutex::new(attrs.clone()),
@@ -864,8 +926,6 @@ impl WorkqueueBuilder {
             handles: AtomicUsize::new(1),
             borrows: AtomicUsize::new(0),
             id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
-            dead: Mutex::new(Vec::new()),
-            dead_stats: Mutex::new(PwqStats::default()),
         });
         let tab = inner.build_table(&attrs, prio, 0, false)?;
         inner.set_node_budgets(&attrs, &tab);
@@ -891,7 +951,7 @@ impl WorkqueueBuilder {
 /// its NUL, so names are cut to one less.
 const TASK_COMM_LEN: usize = 16;
 
-/// Source of [`WqInner::id`].
+/// A: source of [`WqInner::id`]. `Relaxed`: only uniqueness matters.
 static NEXT_WQ_ID: AtomicU64 = AtomicU64::new(1);
 
 impl WqInner {
@@ -1004,7 +1064,7 @@ impl WqInner {
                 }
                 // A managed pod of several CPUs: a lane pool per real CPU
                 // (each with its own lock), linked so a lagging one borrows
-                // an idle worker of another (pool/lane.rs).
+                // an idle worker of another (engine/pool/lane.rs).
                 let lanes = pod_real
                     .iter()
                     .map(|&r| pool::unbound_pool(attrs_of(vec![r], pod_real.clone())))
@@ -1087,7 +1147,7 @@ impl WqInner {
         // The rescuer publishes its thread id first thing; wait for it so
         // `rescuer_tid()` and dumps name it as soon as `build()` returns.
         let t0 = std::time::Instant::now();
-        while r.tid.load(Ordering::SeqCst) == 0 && t0.elapsed() < Duration::from_secs(5) {
+        while r.tid.load(Ordering::Relaxed) == 0 && t0.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_micros(50));
         }
         Ok(())
@@ -1096,14 +1156,17 @@ impl WqInner {
     /// Moves the dead pwqs of `retired` to `dead`, their counters to
     /// `dead_stats`. Dead is final (a dead pwq takes no items and has none in
     /// flight), so flush and stats lose nothing by not walking them.
-    fn compact_retired(&self, retired: &mut Vec<PwqRef>) {
-        let mut acc = self.dead_stats.lock();
-        let mut dead = self.dead.lock();
+    fn compact_retired(old: &mut OldPwqs) {
+        let OldPwqs {
+            retired,
+            dead,
+            dead_stats,
+        } = old;
         retired.retain(|r| {
             if !r.pool.with_pwq(r.slot, |p| p.dead) {
                 return true;
             }
-            acc.add(&r.pool.pwq_stats(r.slot));
+            dead_stats.add(&r.pool.pwq_stats(r.slot));
             dead.push(*r);
             false
         });
@@ -1151,12 +1214,12 @@ impl WqInner {
         let dfl = tab.dfl;
         self.map.publish(&tab);
         let old = {
-            // Under the retired lock, so a reader of pwq_list_and_dead sees
+            // Under the `old` lock, so a reader of pwq_list_and_dead sees
             // the old generation either as current or as retired, once.
-            let mut retired = self.retired.lock();
+            let mut gens = self.old.lock();
             let old = std::mem::replace(&mut *self.cur.lock(), Arc::new(tab));
-            self.compact_retired(&mut retired);
-            retired.extend(old.all.iter().copied());
+            Self::compact_retired(&mut gens);
+            gens.retired.extend(old.all.iter().copied());
             old
         };
         if self.ordered {
@@ -1171,7 +1234,7 @@ impl WqInner {
             self.ordered_advance();
         }
         *self.prio.lock() = (prio, note);
-        self.max_active.store(new.max_active, Ordering::SeqCst);
+        self.max_active.store(new.max_active, Ordering::Relaxed);
         *cur = new;
         drop(cur);
         for n in 0..self.nodes.len() {
@@ -1187,7 +1250,7 @@ fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
     if let Some(w) = wq.upgrade()
         && let Some(r) = &w.rescuer
     {
-        r.tid.store(sched::gettid(), Ordering::SeqCst);
+        r.tid.store(sched::gettid(), Ordering::Relaxed);
     }
     loop {
         let next = {
@@ -1196,7 +1259,7 @@ fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
                 .rescuer
                 .as_ref()
                 .expect("rescuer thread of a rescuer queue");
-            if r.stop.load(Ordering::SeqCst) {
+            if r.stop.load(Ordering::Relaxed) {
                 return;
             }
             let job = r.mayday.lock().pop_front();
@@ -1425,7 +1488,7 @@ impl Workqueue {
                 name: self.inner.name.clone(),
             });
         }
-        self.inner.frozen.store(true, Ordering::SeqCst);
+        self.inner.frozen.store(true, Ordering::Relaxed);
         // Freezing is rare: poll the pwqs until nothing is active.
         while self
             .inner
@@ -1445,7 +1508,7 @@ impl Workqueue {
                 name: self.inner.name.clone(),
             });
         }
-        self.inner.frozen.store(false, Ordering::SeqCst);
+        self.inner.frozen.store(false, Ordering::Relaxed);
         self.reactivate();
         Ok(())
     }
@@ -1456,7 +1519,7 @@ impl Workqueue {
                 self.inner.node_activate(n);
             }
         } else {
-            let max = self.inner.max_active.load(Ordering::SeqCst);
+            let max = self.inner.max_active.load(Ordering::Relaxed);
             for r in self.inner.pwq_list() {
                 r.pool.pwq_set_max_active(r.slot, max);
             }
@@ -1465,7 +1528,7 @@ impl Workqueue {
 
     /// The current `max_active`.
     pub fn max_active(&self) -> usize {
-        self.inner.max_active.load(Ordering::SeqCst)
+        self.inner.max_active.load(Ordering::Relaxed)
     }
 
     /// Changes `max_active` (`workqueue_set_max_active`); waiting items start if
@@ -1485,7 +1548,7 @@ impl Workqueue {
             // a concurrent attrs change cannot leave an older value behind.
             let mut attrs = self.inner.attrs.lock();
             attrs.max_active = n;
-            self.inner.max_active.store(n, Ordering::SeqCst);
+            self.inner.max_active.store(n, Ordering::Relaxed);
             if self.inner.unbound {
                 for (node, max) in self.inner.node_maxes(n).into_iter().enumerate() {
                     self.inner.nodes[node].set_max(max);
@@ -1637,7 +1700,7 @@ impl Workqueue {
         self.inner
             .rescuer
             .as_ref()
-            .map(|r| r.tid.load(Ordering::SeqCst))
+            .map(|r| r.tid.load(Ordering::Relaxed))
             .filter(|&t| t != 0)
     }
 }
@@ -1684,6 +1747,7 @@ impl DelayedWork {
 
 // ---- registry, panic hook, system queues ----
 
+/// R registry: the live workqueues, in creation order.
 static REGISTRY: Mutex<Vec<std::sync::Weak<WqInner>>> = Mutex::new(Vec::new());
 
 fn register(wq: &Arc<WqInner>) {
@@ -1707,6 +1771,7 @@ pub fn workqueue_names() -> Vec<String> {
 }
 
 type PanicHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
+/// The process-wide panic hook (its own lock, taken with no other held).
 static PANIC_HOOK: RwLock<Option<PanicHook>> = RwLock::new(None);
 
 /// Sets what happens when a work item panics: `hook(workqueue name, message)`.
@@ -1721,6 +1786,7 @@ pub fn set_panic_hook(hook: impl Fn(&str, &str) + Send + Sync + 'static) {
     *PANIC_HOOK.write() = Some(Arc::new(hook));
 }
 
+/// A: panics that could not be reported. `Relaxed`: a counter.
 static REPORTS_FAILED: AtomicU64 = AtomicU64::new(0);
 
 /// How many panics of work items could not be reported: the panic hook
@@ -1933,7 +1999,7 @@ impl Workqueue {
             "percpu"
         };
         let rescuer = inner.rescuer.as_ref().map(|r| {
-            let tid = r.tid.load(Ordering::SeqCst);
+            let tid = r.tid.load(Ordering::Relaxed);
             crate::snapshot::RescuerSnap {
                 tid,
                 cpus: if tid == 0 {

@@ -94,7 +94,8 @@ use super::Item;
 /// Default of [`set_spread_thresh`].
 pub const DFL_SPREAD_THRESH: Duration = Duration::from_micros(50);
 
-/// The spread threshold in ns (see the module docs).
+/// A: the spread threshold in ns (see the module docs). `Relaxed`: a setting
+/// read on its own.
 static SPREAD_NS: AtomicU64 = AtomicU64::new(DFL_SPREAD_THRESH.as_nanos() as u64);
 
 /// Sets how long a pod pool's worker may spend on one item before the items
@@ -138,48 +139,48 @@ impl LazyNow {
 
 /// One CPU of a pool's pod (see the module docs). Lives under the pool lock.
 pub(crate) struct Lane {
-    /// The real CPU its workers are pinned to.
+    /// I: the real CPU its workers are pinned to.
     pub cpu: usize,
-    /// Items queued from this CPU, oldest first.
+    /// L: items queued from this CPU, oldest first.
     pub worklist: VecDeque<Item>,
-    /// Workers homed here and idle, most recently idled last.
+    /// L: workers homed here and idle, most recently idled last.
     pub idle: Vec<usize>,
-    /// Workers homed here running items and counted by concurrency management.
+    /// L: workers homed here running items and counted by concurrency management.
     pub nr_running: usize,
-    /// Workers picked for this lane and not yet running: they count against
+    /// L: workers picked for this lane and not yet running: they count against
     /// the cap, so a burst of queueing wakes one worker, not one per item.
     pub nr_woken: usize,
-    /// Workers of this lane away helping a lagging lane pool of the pod: they
+    /// L: workers of this lane away helping a lagging lane pool of the pod: they
     /// run on this CPU, so they count against the cap too.
     pub nr_lent: usize,
-    /// Items begun by this lane's counted workers.
+    /// L: items begun by this lane's counted workers.
     pub started: u64,
-    /// When a queuer first saw `started` at its value (see the module docs).
+    /// L: when a queuer first saw `started` at its value (see the module docs).
     seen: Option<(u64, Instant)>,
-    /// Its worker's previous item ran past the spread threshold.
+    /// L: its worker's previous item ran past the spread threshold.
     pub slow: bool,
-    /// The watchdog saw items wait a whole tick with none of them completed.
+    /// L: the watchdog saw items wait a whole tick with none of them completed.
     pub stalled: bool,
-    /// Items of this lane completed (the watchdog's per-lane progress check).
+    /// L: items of this lane completed (the watchdog's per-lane progress check).
     pub progress: u64,
-    /// `progress` at the watchdog's previous tick.
+    /// L: `progress` at the watchdog's previous tick.
     pub tick_progress: u64,
-    /// Counters (see [`crate::snapshot::LaneSnap`]).
+    /// L: counters (see [`crate::snapshot::LaneSnap`]).
     pub stats: LaneStats,
 }
 
 /// Counters of one lane, kept under the pool lock.
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct LaneStats {
-    /// Items queued on this lane and run by a worker homed on it.
+    /// L: items queued on this lane and run by a worker homed on it.
     pub local: u64,
-    /// Items queued on this lane and run by a worker of another lane.
+    /// L: items queued on this lane and run by a worker of another lane.
     pub stolen: u64,
-    /// Items of other lanes that this lane's workers ran.
+    /// L: items of other lanes that this lane's workers ran.
     pub stole: u64,
-    /// Workers re-homed onto this lane's CPU to serve it.
+    /// L: workers re-homed onto this lane's CPU to serve it.
     pub rehomed: u64,
-    /// Workers of this lane woken to help a lagging lane.
+    /// L: workers of this lane woken to help a lagging lane.
     pub spread: u64,
 }
 

@@ -141,33 +141,40 @@ pub(crate) const BLOCKED_INTENSIVE: u8 = 2;
 /// The /proc sampler saw it sleep.
 pub(crate) const BLOCKED_SAMPLED: u8 = 4;
 
+/// A worker slot of the busy table (the kernel's `struct worker`). Every
+/// field is `L:` (in `PoolInner::workers`).
 struct WorkerSlot {
+    /// L: the thread, to unpark it (`None` while starting or exited).
     thread: Option<Thread>,
+    /// L: where it is in its life.
     state: WState,
-    /// The busy table: what this worker executes now.
+    /// L: the busy table: what this worker executes now.
     current: Option<Arc<WorkInner>>,
+    /// L: the pwq slot of `current`.
     current_pwq: u32,
+    /// L: the flush colour of `current`.
     current_color: u8,
-    /// Items that must run on this worker (re-queued while it runs them).
+    /// L: items that must run on this worker (re-queued while it runs them).
     scheduled: VecDeque<Item>,
-    /// Out of `nr_running` while nonzero: `BLOCKED_*` bits.
+    /// L: out of `nr_running` while nonzero: `BLOCKED_*` bits.
     blocked: u8,
-    /// Kernel thread id (for the watchdog's /proc and CPU-clock reads).
+    /// L: kernel thread id (for the watchdog's /proc and CPU-clock reads).
     tid: i32,
-    /// Items started by this worker; the watchdog sees a new item by a new value.
+    /// L: items started by this worker; the watchdog sees a new item by a new value.
     seq: u64,
-    /// The watchdog's last look: `seq` then and the thread's CPU time then.
+    /// L: the watchdog's last look: `seq` then ...
     obs_seq: u64,
+    /// L: ... and the thread's CPU time then.
     obs_cpu: Duration,
-    /// Thread CPU time at the previous tick (CPU time accounting).
+    /// L: thread CPU time at the previous tick (CPU time accounting).
     cpu_seen: Option<Duration>,
-    /// Re-homed onto another CPU on this wakeup; charged to the next item's pwq.
+    /// L: re-homed onto another CPU on this wakeup; charged to the next item's pwq.
     repatriated: bool,
-    /// The lane it is homed on (pinned to that lane's CPU).
+    /// L: the lane it is homed on (pinned to that lane's CPU).
     lane: usize,
-    /// When its current item began, while it is busy (the lane's `slow` test).
+    /// L: when its current item began, while it is busy (the lane's `slow` test).
     last_start: Option<Instant>,
-    /// Woken to help this lane pool of the pod (a spread, see [`lane`]).
+    /// L: woken to help this lane pool of the pod (a spread, see [`lane`]).
     guest_for: Option<&'static Pool>,
 }
 
@@ -194,78 +201,101 @@ impl WorkerSlot {
     }
 }
 
-/// The part of a workqueue that lives in one pool (the kernel's `pool_workqueue`).
+/// The part of a workqueue that lives in one pool (the kernel's
+/// `pool_workqueue`). Every field is `L:` (in `PoolInner::pwqs`).
 pub(crate) struct PwqState {
+    /// L: its workqueue; `None` once detached (the slot is free).
     pub wq: Option<Arc<WqInner>>,
+    /// L: bound queues' per-pwq `max_active`.
     pub max_active: usize,
+    /// L: items active (on a worklist or running).
     pub nr_active: usize,
+    /// L: items held back by `max_active`, the node budget, a plug or a freeze.
     pub inactive: VecDeque<Item>,
+    /// L: items in flight per flush colour.
     pub in_flight: [u32; NR_COLORS],
+    /// L: items in flight, all colours.
     pub nr_in_flight: usize,
+    /// L: the colour new items get.
     pub work_color: u8,
+    /// L: the NUMA node whose budget it draws on.
     pub node: usize,
-    /// Unbound pwqs: units of the node's `max_active` budget taken ahead and not
+    /// L: unbound pwqs: units of the node's `max_active` budget taken ahead and not
     /// used yet. Batching them keeps the node counter (shared by every CPU) off
     /// the per-item path; they go back as soon as the pwq idles or another pwq
     /// waits, so the limit is never exceeded and nobody waits on cached budget.
     pub credits: usize,
-    /// Counters of this pwq, kept under the pool lock (no shared cache line).
+    /// L: counters of this pwq, kept under the pool lock (no shared cache line).
     pub stats: PwqStats,
-    /// Replaced by a newer table (live attrs): dies once it has nothing in flight.
+    /// L: replaced by a newer table (live attrs): dies once it has nothing in flight.
     pub retired: bool,
-    /// Retired and empty: takes no more items; a queuer that finds it retries
+    /// L: retired and empty: takes no more items; a queuer that finds it retries
     /// with the workqueue's current table (the kernel's `refcnt == 0` check).
     pub dead: bool,
-    /// An ordered workqueue's newest pwq while an older one still has items:
+    /// L: an ordered workqueue's newest pwq while an older one still has items:
     /// holds its items inactive so the order survives an attrs change.
     pub plugged: bool,
 }
 
-/// The lock-protected state of a pool.
+/// The lock-protected state of a pool: every field is `L:`.
 pub(crate) struct PoolInner {
-    /// One per real CPU of the pod, by CPU number (see [`lane`]).
+    /// L: one per real CPU of the pod, by CPU number (see [`lane`]).
     pub lanes: Vec<Lane>,
+    /// L: the busy table and idle workers' slots, by worker index.
     workers: Vec<WorkerSlot>,
+    /// L: worker threads, starting, idle or busy.
     nr_workers: usize,
+    /// L: a worker is being created (`POOL_MANAGER_ACTIVE`).
     manager_active: bool,
+    /// L: pwqs, by slot.
     pub pwqs: Vec<PwqState>,
+    /// L: detached pwq slots, for reuse.
     free_pwqs: Vec<u32>,
+    /// L: pwqs attached and not dead (the kernel's pool `refcnt`).
     refcnt: usize,
+    /// L: an unbound pool nobody uses any more: its workers exit.
     dying: bool,
-    /// Round robin over lanes for items queued from outside the pod.
+    /// L: round robin over lanes for items queued from outside the pod.
     rr: usize,
-    /// A lane pool's partners: the other lane pools of its pod.
+    /// L: a lane pool's partners: the other lane pools of its pod.
     partners: Vec<&'static Pool>,
-    /// Items completed (the watchdog's progress check).
+    /// L: items completed (the watchdog's progress check).
     progress: u64,
-    /// `progress` at the watchdog's previous tick.
+    /// L: `progress` at the watchdog's previous tick.
     tick_progress: u64,
-    /// Since when work has waited with no worker to run it and none could be
+    /// L: since when work has waited with no worker to run it and none could be
     /// started (mayday after `MAYDAY_INITIAL_TIMEOUT`).
     starving_since: Option<Instant>,
 }
 
 /// A worker pool.
 pub(crate) struct Pool {
+    /// I: its id, the index in the registry.
     pub id: u32,
+    /// I: what it was made for.
     pub attrs: PoolAttrs,
-    /// Concurrency managed: `cap` is finite.
+    /// I: concurrency managed: `cap` is finite.
     pub managed: bool,
-    /// Most workers of one lane counted in `nr_running` before no more are
+    /// I: most workers of one lane counted in `nr_running` before no more are
     /// woken there: 1 for bound and managed unbound pools (one running worker
     /// per CPU), `usize::MAX` for an unmanaged (kernel-style) unbound pool.
     pub cap: usize,
+    /// The pool lock (`L:`).
     inner: Mutex<PoolInner>,
-    /// A lane pool's pod: every lane pool of it, by CPU, itself included
+    /// O: a lane pool's pod: every lane pool of it, by CPU, itself included
     /// (set once by [`link_pod`]; empty for other pools).
     pod_pools: OnceLock<Vec<&'static Pool>>,
-    /// Read by the other lane pools of the pod without the lock: this lane has
-    /// no counted worker and an idle one to lend (see [`lane`]).
+    /// A: read by the other lane pools of the pod without the lock: this lane
+    /// has no counted worker and an idle one to lend (see [`lane`]). Written
+    /// under `L:`. `Relaxed`: a hint; a borrower takes the lender's lock and
+    /// checks again before it takes a worker.
     lendable: Lendable,
+    /// A: worker threads that could not be created (`Relaxed`: a counter).
     pub create_failed: AtomicU64,
-    /// Workers that could not take the pool's priority.
+    /// A: workers that could not take the pool's priority (`Relaxed`: a counter).
     pub prio_failed: AtomicU64,
-    /// Worker threads that died outside every `catch_unwind` (and were replaced).
+    /// A: worker threads that died outside every `catch_unwind` (and were
+    /// replaced) (`Relaxed`: a counter).
     pub workers_lost: AtomicU64,
 }
 
@@ -547,7 +577,7 @@ impl PoolInner {
     fn pwq_can_activate(&self, slot: u32) -> bool {
         let p = &self.pwqs[slot as usize];
         let wq = p.wq.as_ref().expect("live pwq");
-        !wq.frozen.load(Ordering::SeqCst) && p.nr_active < p.max_active
+        !wq.frozen.load(Ordering::Relaxed) && p.nr_active < p.max_active
     }
 
     /// The oldest waiting item of pwq `slot` that no worker executes now (a
@@ -607,17 +637,25 @@ fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wake: Option<W
 
 // ---- registry ----
 
+/// Most pools a process makes (ids are never reused).
 const MAX_POOLS: usize = 1 << 14;
+/// O: every pool, by id; each slot is set once, before the pool is used.
 static POOLS: [OnceLock<&'static Pool>; MAX_POOLS] = [const { OnceLock::new() }; MAX_POOLS];
+/// A: the next pool id. `Relaxed`: a scan bound; each `POOLS` slot publishes
+/// its own pool (a scan that sees the id before the slot skips it).
 static NEXT_POOL: AtomicU32 = AtomicU32::new(0);
+/// R unbound: unbound pools by attributes.
 static UNBOUND_POOLS: Mutex<Option<HashMap<PoolAttrs, u32>>> = Mutex::new(None);
 /// Bound pools by (cpu, priority, wake mode).
 type BoundKey = (usize, PoolPrio, WakeMode);
+/// R bound: bound pools by (cpu, priority, wake mode).
 static BOUND_POOLS: Mutex<Option<HashMap<BoundKey, u32>>> = Mutex::new(None);
 /// The kernel's `IDLE_WORKER_TIMEOUT`: how long a surplus idle worker
 /// lingers before it exits, in ms (300 s).
 const IDLE_WORKER_TIMEOUT_MS: u64 = 300_000;
+/// A: the idle timeout in ms. `Relaxed`: a setting read on its own.
 static IDLE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(IDLE_WORKER_TIMEOUT_MS);
+/// A: the worker-creation test hook. `Relaxed`: a setting read on its own.
 static FAIL_CREATE: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
@@ -633,14 +671,14 @@ thread_local! {
 pub fn set_idle_timeout(d: Duration) {
     IDLE_TIMEOUT_MS.store(
         d.as_millis().clamp(1, u64::MAX as u128) as u64,
-        Ordering::SeqCst,
+        Ordering::Relaxed,
     );
 }
 
 /// Test hook: make worker creation fail (as if the thread limit were reached).
 #[doc(hidden)]
 pub fn debug_fail_worker_creation(fail: bool) {
-    FAIL_CREATE.store(fail, Ordering::SeqCst);
+    FAIL_CREATE.store(fail, Ordering::Relaxed);
 }
 
 pub(crate) fn get_pool(id: u32) -> Option<&'static Pool> {
@@ -657,6 +695,7 @@ pub(crate) fn current_work_addr() -> usize {
     CURRENT_WORK.with(|c| c.get())
 }
 
+/// A: the kill-a-worker test hook. `Relaxed`: a setting read on its own.
 static DEBUG_KILL_WORKER: AtomicBool = AtomicBool::new(false);
 
 /// Test hook: the next worker to finish an item panics outside every
@@ -679,7 +718,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
     if lane_cpus.is_empty() {
         lane_cpus.push(sched::current_cpu());
     }
-    let id = NEXT_POOL.fetch_add(1, Ordering::SeqCst);
+    let id = NEXT_POOL.fetch_add(1, Ordering::Relaxed);
     if id as usize >= MAX_POOLS {
         return Err(crate::Error::TooManyPools);
     }
@@ -1049,7 +1088,7 @@ impl Pool {
             return false;
         }
         let lane = g.queue_lane(cpu, self.cap);
-        work.pool.store(self.id + 1, Ordering::SeqCst);
+        work.pool.store(self.id + 1, Ordering::Relaxed);
         let p = &mut g.pwqs[slot as usize];
         let color = p.work_color;
         p.in_flight[color as usize] += 1;
@@ -1200,7 +1239,7 @@ impl Pool {
 
 /// Steals `work` off the pool that holds it, if any.
 pub(crate) fn steal_queued(work: &Arc<WorkInner>) -> bool {
-    let id = work.pool.load(Ordering::SeqCst);
+    let id = work.pool.load(Ordering::Relaxed);
     if id == 0 {
         return false;
     }
@@ -1212,7 +1251,7 @@ pub(crate) fn find_running(
     work: &Arc<WorkInner>,
     wq: &Arc<WqInner>,
 ) -> Option<(&'static Pool, u32)> {
-    let id = work.pool.load(Ordering::SeqCst);
+    let id = work.pool.load(Ordering::Relaxed);
     let pool = get_pool(id.checked_sub(1)?)?;
     let g = pool.lock();
     let w = g.find_executing(work)?;

@@ -18,7 +18,7 @@ const POOL_DISASSOCIATED: u32 = 1 << 2;
 
 /// Every pool created so far, by id.
 fn all_pools() -> impl Iterator<Item = &'static Pool> {
-    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
+    let n = (NEXT_POOL.load(Ordering::Relaxed) as usize).min(MAX_POOLS);
     (0..n as u32).filter_map(get_pool)
 }
 

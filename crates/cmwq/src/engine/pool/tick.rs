@@ -186,7 +186,7 @@ impl Pool {
 /// Ticks every pool (the watchdog's sweep). Returns whether any pool starves.
 pub(crate) fn tick_all(thresh: Duration) -> bool {
     let now = Instant::now();
-    let n = (NEXT_POOL.load(Ordering::SeqCst) as usize).min(MAX_POOLS);
+    let n = (NEXT_POOL.load(Ordering::Relaxed) as usize).min(MAX_POOLS);
     let mut starving = false;
     for p in POOLS[..n].iter().filter_map(|c| c.get()) {
         starving |= p.tick(thresh, now);
