@@ -50,6 +50,11 @@ mod types;
 // `crate::work` is the path `spawn` knows the work cell by.
 use engine::work;
 
+/// The engine's leaves for `tests/loom_models.rs` (`--cfg loom` builds only).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use engine::loom_api as __loom;
+
 /// What the engine calls in the layers above it (see `engine::Hooks`).
 const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
     control_autostart: control::autostart,

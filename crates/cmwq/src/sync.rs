@@ -112,7 +112,7 @@ impl<T> RwLock<T> {
 /// outside `loom::model`), which is why it is kept to the leaves.
 pub(crate) mod model {
     #[cfg(not(loom))]
-    pub(crate) use super::Mutex;
+    pub(crate) use super::{Condvar, Mutex};
 
     /// Atomics of the loom-checked leaves.
     pub(crate) mod atomic {
@@ -120,6 +120,19 @@ pub(crate) mod model {
         pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
         #[cfg(not(loom))]
         pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    }
+
+    /// The point between a Dekker pair's store and its load (see
+    /// `engine/node.rs`). With `std` it is nothing: both accesses are
+    /// `SeqCst`, and their single total order is the argument. Loom models
+    /// `SeqCst` accesses as `AcqRel` only (its README, "Unsupported
+    /// features"), which would report a lost hand-off that cannot happen; it
+    /// does model `fence(SeqCst)`, so under loom the same total order is asked
+    /// for here with a fence.
+    #[inline(always)]
+    pub(crate) fn dekker_point() {
+        #[cfg(loom)]
+        loom::sync::atomic::fence(atomic::Ordering::SeqCst);
     }
 
     /// loom's mutex with [`Mutex`](super::Mutex)'s `lock`.
@@ -138,6 +151,33 @@ pub(crate) mod model {
             self.0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+    }
+
+    /// loom's condition variable with [`Condvar`](super::Condvar)'s calls.
+    #[cfg(loom)]
+    pub(crate) struct Condvar(loom::sync::Condvar);
+
+    #[cfg(loom)]
+    impl Condvar {
+        /// A new condition variable.
+        pub(crate) fn new() -> Condvar {
+            Condvar(loom::sync::Condvar::new())
+        }
+
+        /// Waits for a notification.
+        pub(crate) fn wait<'a, T>(
+            &self,
+            g: loom::sync::MutexGuard<'a, T>,
+        ) -> loom::sync::MutexGuard<'a, T> {
+            self.0
+                .wait(g)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+
+        /// Wakes every waiter.
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
         }
     }
 }

@@ -8,15 +8,23 @@
 //!
 //! Without `--cfg loom` this file compiles to nothing (0 tests).
 //!
-//! The engine is written against `std` primitives and keeps process-wide
-//! registries (pools by id, the timer thread), so loom cannot drive it
-//! directly. Each model below is a small *replica* of one protocol, written
-//! with loom's `Mutex`, `Condvar`, atomics, `thread::park` and `Thread::unpark`.
-//! Each replica keeps the step order and the memory orderings of the engine
-//! code it mirrors, and names that code (`work.rs` / `pool.rs` /
-//! `workqueue.rs` function names) next to each step. **A change to one of
-//! these protocols in the engine must be mirrored here**, step for step, or
-//! the model stops proving anything about the engine.
+//! The engine's leaves run here as they are: under `--cfg loom` a work item's
+//! state word, cycle counters and their wait (`engine/work.rs`) and a node's
+//! `nr_active` budget (`engine/node.rs`) are built on loom's atomics, mutex
+//! and condvar (`crate::sync::model`), and `cmwq::__loom` hands them to the
+//! models. Models 1, 3 and 6 drive that code; only the pool around it (a
+//! worklist under a lock) is written here.
+//!
+//! The rest of the engine starts threads, makes syscalls and keeps
+//! process-wide registries (pools by id, the timer thread, the watchdog's
+//! statics), which loom cannot run, so models 2, 4 and 5 are still small
+//! *replicas* of their protocols, written with loom's `Mutex`, `Condvar`,
+//! atomics, `thread::park` and `Thread::unpark`. Each replica keeps the step
+//! order and the memory orderings of the engine code it mirrors, and names
+//! that code (`engine/pool`, `engine/workqueue.rs`, `engine/watchdog.rs`
+//! function names) next to each step. **A change to one of these protocols
+//! in the engine must be mirrored in its replica**, step for step, or the
+//! model stops proving anything about the engine.
 //!
 //! What is left out is said next to each model: pwq accounting where it does
 //! not matter, the manager (`create_worker`), the timer, idle timeouts (loom
@@ -29,9 +37,11 @@
 //! - Loom treats `SeqCst` accesses as `AcqRel` (its README, "Unsupported
 //!   features"). Where the engine's correctness rests on the total order of two
 //!   `SeqCst` accesses to different atomics (the `done` / `waiters` hand-off of
-//!   `finish_cycle` and `wait_cycles`), the replica adds `sc_order()`, a
-//!   `fence(SeqCst)`, which loom does model. Without it loom reports a false
-//!   lost wakeup in model 3.
+//!   `finish_cycle` and `wait_cycles`, a node's `nr` / `pending_len`), a
+//!   `fence(SeqCst)`, which loom does model, stands between the two: in the
+//!   engine that is `sync::model::dekker_point` (a fence under loom, nothing
+//!   otherwise), in a replica `sc_order()`. Without it loom reports a false
+//!   lost wakeup in models 3, 5 and 6.
 //! - A loom deadlock panic aborts the test process (destructors of the other
 //!   model threads' loom objects panic during unwinding), so `#[should_panic]`
 //!   cannot catch it. Negative controls that must deadlock are `#[ignore]`d
@@ -44,7 +54,8 @@
 //!
 //! # 1. Pending bit vs. concurrent queue/run (`pending_*`)
 //!
-//! Mirrors `WorkInner::try_claim` / `clear_pending` (work.rs), `Pool::insert`
+//! Runs the engine's `WorkCell::try_claim`, `clear_pending` and
+//! `finish_cycle`; mirrors `Pool::insert`
 //! (push on the worklist under the pool lock) and `worker_thread` +
 //! `process_one_work` (pop under the lock, clear PENDING under the lock, unlock,
 //! run the callback). Two queuers each write a flag (as a caller would write
@@ -93,11 +104,12 @@
 //!
 //! # 3. cancel_sync vs. a running work (`cancel_sync_*`)
 //!
-//! Mirrors `Work::cancel_sync` (`disable_inc`, `grab_pending`, `wait_cycles`,
-//! `disable_dec`), `WorkInner::grab_pending` (retry while the queueing thread
-//! owns PENDING but has not pushed), `Pool::steal` (remove under the lock,
-//! clear PENDING, unlock, `finish_cycle`), `finish_cycle` / `wait_cycles` (the
-//! `waiters` counter and the condvar) and the worker side of
+//! Runs the engine's `try_claim`, `clear_pending`, `disable_inc`,
+//! `disable_dec`, `finish_cycle` and `wait_cycles` (the `waiters` counter and
+//! the condvar); mirrors `Work::cancel_sync` (`disable_inc`, `grab_pending`,
+//! `wait_cycles`, `disable_dec`), `WorkCell::grab_pending` (retry while the
+//! queueing thread owns PENDING but has not pushed), `Pool::steal` (remove
+//! under the lock, clear PENDING, unlock, `finish_cycle`) and the worker side of
 //! `process_one_work` (`finish_cycle` under the pool lock). An instance is
 //! queued at the start; its callback re-queues the work once; an outside
 //! thread queues it once more. Invariant: when `wait_cycles` returns inside
@@ -137,6 +149,20 @@
 //! watchdog ticks; a watchdog parked for good while a worker is busy is a loom
 //! deadlock. Negative control: a watchdog that parks without re-reading `BUSY`
 //! after publishing `PARKED` loses the wakeup (child process).
+//!
+//! # 6. A node's `nr_active` budget (`node_budget_*`)
+//!
+//! Runs the engine's `NodeActive` (`engine/node.rs`): `try_get`, `put` and
+//! `activate`. With `max_active` 1, a running item holds the one unit;
+//! thread A completes it (`put`, and an activation pass if `put` says some
+//! pwq waits, as `Pool::dec_active` and `Post::run` do); thread B queues
+//! another item (`try_get`, and a pass on `WaitingRecheck`, as
+//! `Pool::insert` does after the unlock). Invariant: B's item ends up active
+//! exactly once, nobody is left waiting, and the node holds one unit. The
+//! negative control, a completer that ignores `put`'s answer, strands B's
+//! item. Without the `dekker_point` fences (loom treats `SeqCst` as
+//! `AcqRel`) the positive model fails too, which shows the pair is where
+//! the argument rests.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -206,23 +232,27 @@ const DISABLE_ONE: u32 = 1 << 16;
 
 mod pending {
     use super::*;
+    use cmwq::__loom::WorkState;
 
     #[derive(Clone, Copy, PartialEq, Eq)]
     pub enum Claim {
         /// The first `try_claim`: failed on a Relaxed load (a negative control).
         PlainLoad,
-        /// work.rs `try_claim` as written: a failed claim is an RMW on the state
+        /// The engine's own `try_claim`, `clear_pending` and `finish_cycle`
+        /// (`cmwq::__loom::WorkState`): a failed claim is an RMW on the state
         /// word (what the kernel's fully ordered `test_and_set_bit` gives).
         Engine,
     }
 
+    /// The state word: the engine's, or (negative control only) a replica of
+    /// the first `try_claim`.
+    enum Word {
+        Engine(WorkState),
+        PlainLoad { state: AtomicU32, queued: AtomicU64 },
+    }
+
     pub struct Model {
-        claim: Claim,
-        /// `WorkInner::state`.
-        state: AtomicU32,
-        /// `WorkInner::queued` / `done`.
-        queued: AtomicU64,
-        done: AtomicU64,
+        word: Word,
         /// `PoolInner::worklist` (one work item: entries are instance numbers).
         worklist: Mutex<VecDeque<u64>>,
         /// What the callers published before queueing (bit i: queuer i).
@@ -236,10 +266,13 @@ mod pending {
     impl Model {
         pub fn new(claim: Claim) -> Model {
             Model {
-                claim,
-                state: AtomicU32::new(0),
-                queued: AtomicU64::new(0),
-                done: AtomicU64::new(0),
+                word: match claim {
+                    Claim::Engine => Word::Engine(WorkState::new()),
+                    Claim::PlainLoad => Word::PlainLoad {
+                        state: AtomicU32::new(0),
+                        queued: AtomicU64::new(0),
+                    },
+                },
                 worklist: Mutex::new(VecDeque::new()),
                 flags: [AtomicU32::new(0), AtomicU32::new(0)],
                 runs: AtomicU64::new(0),
@@ -248,35 +281,26 @@ mod pending {
             }
         }
 
-        /// work.rs `WorkInner::try_claim`.
+        /// `WorkCell::try_claim`.
         fn try_claim(&self) -> bool {
-            let mut s = self.state.load(Ordering::Relaxed);
+            let (state, queued) = match &self.word {
+                Word::Engine(w) => return w.try_claim(),
+                Word::PlainLoad { state, queued } => (state, queued),
+            };
+            // The first version: a plain load decides a failed claim.
+            let mut s = state.load(Ordering::Relaxed);
             loop {
                 if s & PENDING != 0 || s >= DISABLE_ONE {
-                    if self.claim == Claim::Engine {
-                        // The fix: fail only through an RMW, so the clear that
-                        // ends this pending cycle synchronises with us.
-                        match self
-                            .state
-                            .compare_exchange(s, s, Ordering::SeqCst, Ordering::Relaxed)
-                        {
-                            Ok(_) => return false,
-                            Err(now) => {
-                                s = now;
-                                continue;
-                            }
-                        }
-                    }
                     return false;
                 }
-                match self.state.compare_exchange_weak(
+                match state.compare_exchange_weak(
                     s,
                     s | PENDING,
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        self.queued.fetch_add(1, Ordering::SeqCst);
+                        queued.fetch_add(1, Ordering::SeqCst);
                         return true;
                     }
                     Err(now) => s = now,
@@ -284,9 +308,22 @@ mod pending {
             }
         }
 
-        /// work.rs `WorkInner::clear_pending`.
+        /// `WorkCell::clear_pending`.
         fn clear_pending(&self) {
-            self.state.fetch_and(!PENDING, Ordering::SeqCst);
+            match &self.word {
+                Word::Engine(w) => w.clear_pending(),
+                Word::PlainLoad { state, .. } => {
+                    state.fetch_and(!PENDING, Ordering::SeqCst);
+                }
+            }
+        }
+
+        /// `WorkCell::finish_cycle` (the control counts nothing: it is
+        /// caught by its lost flag before the counts are looked at).
+        fn finish_cycle(&self) {
+            if let Word::Engine(w) = &self.word {
+                w.finish_cycle();
+            }
         }
 
         /// `Workqueue::queue`: claim, then `Pool::insert` (push under the lock).
@@ -317,29 +354,27 @@ mod pending {
             self.last_seen.store(seen, Ordering::Relaxed);
             self.runs.fetch_add(1, Ordering::SeqCst);
             let _g = self.worklist.lock().unwrap();
-            self.done.fetch_add(1, Ordering::SeqCst);
+            self.finish_cycle();
             true
         }
 
         pub fn check_end(&self) {
             let runs = self.runs.load(Ordering::SeqCst);
             assert_eq!(
-                runs,
-                self.claims.load(Ordering::SeqCst),
-                "runs != successful claims"
-            );
-            assert_eq!(runs, self.queued.load(Ordering::SeqCst));
-            assert_eq!(runs, self.done.load(Ordering::SeqCst));
-            assert_eq!(
-                self.state.load(Ordering::SeqCst) & PENDING,
-                0,
-                "PENDING left set"
-            );
-            assert_eq!(
                 self.last_seen.load(Ordering::Relaxed),
                 0b11,
                 "lost queue: a claim failed, but no run started after it"
             );
+            assert_eq!(
+                runs,
+                self.claims.load(Ordering::SeqCst),
+                "runs != successful claims"
+            );
+            if let Word::Engine(w) = &self.word {
+                assert_eq!(runs, w.queued());
+                assert_eq!(runs, w.done());
+                assert!(!w.is_pending(), "PENDING left set");
+            }
         }
     }
 
@@ -700,6 +735,7 @@ fn idle_wake_never_unpark_is_caught() {
 
 mod cancel {
     use super::*;
+    use cmwq::__loom::WorkState;
 
     #[derive(Clone, Copy, PartialEq, Eq)]
     pub enum Cancel {
@@ -711,94 +747,16 @@ mod cancel {
         NoWait,
     }
 
-    /// work.rs `WorkInner` (no callback box: the callback is `Model::callback`).
-    struct WorkInner {
-        state: AtomicU32,
-        queued: AtomicU64,
-        done: AtomicU64,
-        waiters: AtomicU32,
-        wait_lock: Mutex<()>,
-        wait_cv: Condvar,
-    }
-
-    impl WorkInner {
-        /// `WorkInner::try_claim`.
-        fn try_claim(&self) -> bool {
-            let mut s = self.state.load(Ordering::Relaxed);
-            loop {
-                if s & PENDING != 0 || s >= DISABLE_ONE {
-                    return false;
-                }
-                match self.state.compare_exchange_weak(
-                    s,
-                    s | PENDING,
-                    Ordering::SeqCst,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        self.queued.fetch_add(1, Ordering::SeqCst);
-                        return true;
-                    }
-                    Err(now) => s = now,
-                }
-            }
-        }
-
-        /// `WorkInner::clear_pending`.
-        fn clear_pending(&self) {
-            self.state.fetch_and(!PENDING, Ordering::SeqCst);
-        }
-
-        /// `WorkInner::finish_cycle`.
-        fn finish_cycle(&self) {
-            self.done.fetch_add(1, Ordering::SeqCst);
-            sc_order();
-            if self.waiters.load(Ordering::SeqCst) > 0 {
-                let _g = self.wait_lock.lock().unwrap();
-                self.wait_cv.notify_all();
-            }
-        }
-
-        /// `WorkInner::wait_cycles`.
-        fn wait_cycles(&self) -> bool {
-            let target = self.queued.load(Ordering::SeqCst);
-            if self.done.load(Ordering::SeqCst) >= target {
-                return false;
-            }
-            self.waiters.fetch_add(1, Ordering::SeqCst);
-            sc_order();
-            let mut g = self.wait_lock.lock().unwrap();
-            while self.done.load(Ordering::SeqCst) < target {
-                g = self.wait_cv.wait(g).unwrap();
-            }
-            drop(g);
-            self.waiters.fetch_sub(1, Ordering::SeqCst);
-            true
-        }
-
-        /// `WorkInner::disable_inc`.
-        fn disable_inc(&self) {
-            self.state.fetch_add(DISABLE_ONE, Ordering::SeqCst);
-        }
-
-        /// `WorkInner::disable_dec`.
-        fn disable_dec(&self) -> bool {
-            let prev = self
-                .state
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
-                    (s >= DISABLE_ONE).then(|| s - DISABLE_ONE)
-                });
-            matches!(prev, Ok(s) if s < 2 * DISABLE_ONE)
-        }
-    }
-
     struct PoolInner {
         worklist: VecDeque<u64>,
         stop: bool,
     }
 
     pub struct Model {
-        work: WorkInner,
+        /// The engine's state word, cycle counters and their wait
+        /// (`try_claim`, `clear_pending`, `finish_cycle`, `wait_cycles`,
+        /// `disable_inc`, `disable_dec`); the callback is `Model::callback`.
+        work: WorkState,
         pool: Mutex<PoolInner>,
         /// Stand-in for the idle/park protocol (checked by model 2).
         pool_cv: Condvar,
@@ -810,14 +768,7 @@ mod cancel {
     impl Model {
         fn new() -> Model {
             Model {
-                work: WorkInner {
-                    state: AtomicU32::new(0),
-                    queued: AtomicU64::new(0),
-                    done: AtomicU64::new(0),
-                    waiters: AtomicU32::new(0),
-                    wait_lock: Mutex::new(()),
-                    wait_cv: Condvar::new(),
-                },
+                work: WorkState::new(),
                 pool: Mutex::new(PoolInner {
                     worklist: VecDeque::new(),
                     stop: false,
@@ -834,7 +785,7 @@ mod cancel {
             if !self.work.try_claim() {
                 return false;
             }
-            let n = self.work.queued.load(Ordering::SeqCst);
+            let n = self.work.queued();
             let mut g = self.pool.lock().unwrap();
             g.worklist.push_back(n);
             drop(g);
@@ -859,7 +810,7 @@ mod cancel {
         /// `WorkInner::grab_pending` (no timer: `timer::steal` is false).
         fn grab_pending(&self) -> bool {
             loop {
-                if self.work.state.load(Ordering::SeqCst) & PENDING == 0 {
+                if !self.work.is_pending() {
                     return false;
                 }
                 if self.steal() {
@@ -885,9 +836,8 @@ mod cancel {
                 !self.running.load(Ordering::SeqCst),
                 "cancel_sync: callback still running after the wait"
             );
-            assert_eq!(
-                self.work.state.load(Ordering::SeqCst) & PENDING,
-                0,
+            assert!(
+                !self.work.is_pending(),
                 "cancel_sync: pending after the wait"
             );
             thread::yield_now();
@@ -960,11 +910,7 @@ mod cancel {
             m.pool.lock().unwrap().stop = true;
             m.pool_cv.notify_all();
             w.join().unwrap();
-            let w = &m.work;
-            assert_eq!(
-                w.queued.load(Ordering::SeqCst),
-                w.done.load(Ordering::SeqCst)
-            );
+            assert_eq!(m.work.queued(), m.work.done());
         });
     }
 }
@@ -1031,7 +977,8 @@ mod flush {
         pool: Mutex<PoolInner>,
         /// Stand-in for the idle/park protocol (checked by model 2).
         pool_cv: Condvar,
-        /// `WqInner::flush_lock`, `flush_cv`, `flushers`.
+        /// `WqInner::flush_lock`, `flush_cv`, `flushers` (`Relaxed` as in the
+        /// engine: the pool lock orders it against `dec_in_flight`).
         flush_lock: Mutex<u64>,
         flush_cv: Condvar,
         flushers: AtomicU32,
@@ -1103,7 +1050,7 @@ mod flush {
 
         /// `WqInner::flush` (one pwq). Returns the colour it flipped to.
         fn flush(&self) -> usize {
-            self.flushers.fetch_add(1, Ordering::SeqCst);
+            self.flushers.fetch_add(1, Ordering::Relaxed);
             let mut g = self.flush_lock.lock().unwrap();
             let next = ((*g + 1) % NR_COLORS as u64) as usize;
             // Make room: the next colour's slot must hold nothing of 16 colours ago.
@@ -1135,7 +1082,7 @@ mod flush {
                 g = self.flush_cv.wait(g).unwrap();
             }
             drop(g);
-            self.flushers.fetch_sub(1, Ordering::SeqCst);
+            self.flushers.fetch_sub(1, Ordering::Relaxed);
             next
         }
 
@@ -1169,7 +1116,7 @@ mod flush {
                 p.in_flight[item.color as usize] -= 1;
                 p.nr_in_flight -= 1;
                 let notify = (p.in_flight[item.color as usize] == 0 || p.nr_in_flight == 0)
-                    && self.flushers.load(Ordering::SeqCst) > 0;
+                    && self.flushers.load(Ordering::Relaxed) > 0;
                 // `finish_cycle` would run here.
                 if notify {
                     drop(g);
@@ -1331,4 +1278,76 @@ fn child_watchdog_park_without_recheck() {
 #[test]
 fn watchdog_park_without_recheck_is_caught() {
     expect_child_failure("child_watchdog_park_without_recheck", "deadlock");
+}
+
+// ---------------------------------------------------------------------------
+// 6. A node's nr_active budget: a waiting item vs. budget given back
+// ---------------------------------------------------------------------------
+
+mod node {
+    use super::*;
+    use cmwq::__loom::{Got, NodeBudget};
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Completer {
+        /// `Pool::dec_active` -> `node_put`, and on `true` the `Post`'s
+        /// `node_activate`.
+        Engine,
+        /// Negative control: ignores `put`'s answer and never activates.
+        IgnoresWaiters,
+    }
+
+    /// One unit of budget (`max_active` 1), held by a running item. Thread A
+    /// completes it; thread B queues another item, which must end up active:
+    /// at once, by its own recheck, or by A's activation pass.
+    pub fn run(completer: Completer) {
+        check(3, move || {
+            let n = Arc::new(NodeBudget::new(1));
+            assert_eq!(n.try_get(false, 0, 0), Got::Active(1));
+            let activated = Arc::new(AtomicUsize::new(0));
+            let pass = |n: &NodeBudget, activated: &AtomicUsize| {
+                n.activate(
+                    || false,
+                    |_pool, slot| {
+                        assert_eq!(slot, 1, "only B's pwq waits");
+                        activated.fetch_add(1, Ordering::SeqCst);
+                        true
+                    },
+                )
+            };
+            let a = {
+                let (n, activated) = (n.clone(), activated.clone());
+                thread::spawn(move || {
+                    let waiters = n.put(1);
+                    if waiters && completer == Completer::Engine {
+                        pass(&n, &activated);
+                    }
+                })
+            };
+            let direct = match n.try_get(false, 0, 1) {
+                Got::Active(k) => k,
+                Got::Waiting => 0,
+                Got::WaitingRecheck => {
+                    pass(&n, &activated);
+                    0
+                }
+            };
+            a.join().unwrap();
+            let active = direct + activated.load(Ordering::SeqCst);
+            assert_eq!(active, 1, "stranded: B's item waits with budget free");
+            assert!(!n.has_waiters());
+            assert_eq!(n.nr(), 1, "the budget counts B's item only");
+        });
+    }
+}
+
+#[test]
+fn node_budget_waiter_vs_put() {
+    node::run(node::Completer::Engine);
+}
+
+#[test]
+#[should_panic(expected = "stranded")]
+fn node_budget_without_activation_is_caught() {
+    node::run(node::Completer::IgnoresWaiters);
 }

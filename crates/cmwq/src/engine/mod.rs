@@ -87,6 +87,8 @@
 //! `Relaxed` because a lock orders them (the tag says which). The lock-free
 //! pwq routing words are `Release`/`Acquire`.
 
+#[cfg(loom)]
+pub mod loom_api;
 pub(crate) mod node;
 pub(crate) mod pool;
 pub(crate) mod timer;

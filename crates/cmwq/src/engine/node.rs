@@ -21,12 +21,15 @@
 //! least one side sees the other and runs [`NodeActive::activate`].
 //!
 //! The code here is the code loom checks (`tests/loom_models.rs`, model 6):
-//! its atomics and lock come from `crate::sync::model`.
+//! its atomics and lock come from `crate::sync::model`, and `dekker_point`
+//! marks the two places where the total order is relied on (nothing in a
+//! normal build; a `SeqCst` fence under loom, which does not model `SeqCst`
+//! accesses).
 
 use std::collections::VecDeque;
 
-use crate::sync::model::Mutex;
 use crate::sync::model::atomic::{AtomicUsize, Ordering};
+use crate::sync::model::{Mutex, dekker_point};
 
 /// What [`NodeActive::try_get`] decided.
 pub(crate) enum NodeGet {
@@ -102,6 +105,7 @@ impl NodeActive {
         q.push_back((pool, slot));
         self.pending_len.fetch_add(1, Ordering::SeqCst);
         drop(q);
+        dekker_point();
         let free = self.nr.load(Ordering::SeqCst) < self.max.load(Ordering::Relaxed);
         if free && !frozen {
             NodeGet::WaitingRecheck
@@ -123,6 +127,7 @@ impl NodeActive {
     /// Returns `units` of budget; true if some pwq waits for it.
     pub(crate) fn put(&self, units: usize) -> bool {
         self.nr.fetch_sub(units, Ordering::SeqCst);
+        dekker_point();
         self.pending_len.load(Ordering::SeqCst) > 0
     }
 

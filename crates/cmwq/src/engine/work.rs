@@ -18,7 +18,7 @@ use crate::sync::model::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sync::{Condvar, Mutex};
+use crate::sync::model::{Condvar, Mutex, dekker_point};
 
 pub(crate) const PENDING: u32 = 1;
 const DISABLE_ONE: u32 = 1 << 16;
@@ -138,6 +138,7 @@ impl<J: ?Sized> WorkCell<J> {
     /// Ends one cycle (ran or was cancelled) and wakes flushers.
     pub(crate) fn finish_cycle(&self) {
         self.done.fetch_add(1, Ordering::SeqCst);
+        dekker_point();
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let _g = self.wait_lock.lock();
             self.wait_cv.notify_all();
@@ -155,6 +156,7 @@ impl<J: ?Sized> WorkCell<J> {
         // Waiting on a worker is blocking: let its pool start another worker.
         let _blocked = super::pool::BlockingGuard::new();
         self.waiters.fetch_add(1, Ordering::SeqCst);
+        dekker_point();
         let mut g = self.wait_lock.lock();
         while self.done.load(Ordering::SeqCst) < target {
             g = self.wait_cv.wait(g);
@@ -314,5 +316,18 @@ impl Work {
     /// Enabling an item that is not disabled does nothing and returns false.
     pub fn enable(&self) -> bool {
         self.0.disable_dec()
+    }
+}
+
+/// What `loom_api` (a sibling module) needs of the private methods, for the
+/// loom models: `--cfg loom` builds only.
+#[cfg(loom)]
+impl<J: ?Sized> WorkCell<J> {
+    pub(super) fn loom_disable_inc(&self) {
+        self.disable_inc()
+    }
+
+    pub(super) fn loom_disable_dec(&self) -> bool {
+        self.disable_dec()
     }
 }
