@@ -22,7 +22,7 @@ impl WqFlags {
     pub const NONE: WqFlags = WqFlags(0);
     /// Not bound to a CPU: pools per pod of the affinity scope.
     pub const UNBOUND: WqFlags = WqFlags(1 << 1);
-    /// Can be frozen with [`Workqueue::freeze`].
+    /// Can be frozen with [`Workqueue::freeze`](crate::Workqueue::freeze).
     pub const FREEZABLE: WqFlags = WqFlags(1 << 2);
     /// Guaranteed forward progress under memory pressure (a rescuer).
     pub const MEM_RECLAIM: WqFlags = WqFlags(1 << 3);

@@ -228,7 +228,10 @@ impl Lane {
     }
 
     /// Items wait behind a worker that is slow or stalled (module docs).
-    /// The first look at a running worker's item notes the time.
+    /// The first look at a running worker's item notes the time. Inlined
+    /// into the pool's `kick` (another module), as it was before the pool
+    /// was split.
+    #[inline]
     pub(crate) fn lagging(&mut self, now: &mut LazyNow) -> bool {
         if !self.has_work() {
             return false;

@@ -839,6 +839,9 @@ fn lend_to(to: &'static Pool) {
 }
 
 impl Pool {
+    /// Takes the pool lock. Inlined: its callers are spread over this
+    /// folder's modules, and the lock is on every item's path.
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, PoolInner> {
         self.inner.lock()
     }
