@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::lane::LazyNow;
-use super::worker::{BorrowedExit, process_one_work};
+
 use super::{
     BLOCKED_ANNOTATED, BLOCKED_INTENSIVE, BLOCKED_SAMPLED, MAX_POOLS, NEXT_POOL, POOLS, Pool,
     WORKER, WState, get_pool, unlock_wake,
@@ -154,31 +154,19 @@ impl Pool {
     /// still keeps an item off two threads at once. Returns whether the pool
     /// still starves with items of that pwq waiting (mayday again).
     pub(crate) fn rescue(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
-        let mut g = self.lock();
+        let g = self.lock();
         if !g.pwq_of(slot, wq) {
             return false;
         }
-        let idx = Self::attach_borrowed(&mut g, WState::Rescuer);
-        let guard = BorrowedExit { pool: self, idx };
-        let mut cache = None;
-        let mut done = 0;
-        loop {
-            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
-                it
-            } else if done >= RESCUE_BATCH {
-                break;
-            } else {
-                match g.take_for_rescue(slot) {
-                    Some(it) => it,
-                    None => break,
-                }
-            };
-            g.pwqs[slot as usize].stats.rescued += 1;
-            g = process_one_work(self, idx, g, item, &mut cache, false);
-            done += 1;
-        }
-        std::mem::forget(guard);
-        Self::detach_borrowed(&mut g, idx);
+        // `take_for_rescue` skips items that run elsewhere, so none of its
+        // items goes to another worker's `scheduled`.
+        let (g, _) = self.run_borrowed(
+            g,
+            WState::Rescuer,
+            RESCUE_BATCH,
+            |g| g.take_for_rescue(slot),
+            |g| g.pwqs[slot as usize].stats.rescued += 1,
+        );
         g.waiting().any(|it| it.pwq == slot) && g.starving(self.cap)
     }
 }

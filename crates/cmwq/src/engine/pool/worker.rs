@@ -56,20 +56,50 @@ impl Pool {
         if !g.may_start_working() && !g.manager_active {
             g = self.create_worker(g, 0);
         }
-        let idx = Self::attach_borrowed(&mut g, WState::Guest);
+        // After GUEST_BATCH items home may have work: go and look; if this
+        // lane still lags, it asks again.
+        let (g, ran) = self.run_borrowed(
+            g,
+            WState::Guest,
+            GUEST_BATCH,
+            |g| {
+                if !g.lanes[0].stealable(self.cap, &mut LazyNow::default()) {
+                    return None;
+                }
+                g.lanes[0].stats.stolen += 1;
+                Some(g.lanes[0].pop().expect("stealable lane has work"))
+            },
+            |_| {},
+        );
+        self.update_lendable(&g);
+        ran as u64
+    }
+
+    /// Runs items on the calling thread, attached to this pool in state
+    /// `state` (a guest or a rescuer: a worker slot, never counted in
+    /// `nr_running`): first what the busy table hands its slot, then up to
+    /// `batch` items from `next`; an item whose previous cycle runs on
+    /// another worker of the pool goes to that worker. `started` sees each
+    /// item before it runs. Returns with the slot given back, and how many ran.
+    pub(super) fn run_borrowed<'a>(
+        &'static self,
+        mut g: MutexGuard<'a, PoolInner>,
+        state: WState,
+        batch: usize,
+        mut next: impl FnMut(&mut PoolInner) -> Option<Item>,
+        mut started: impl FnMut(&mut PoolInner),
+    ) -> (MutexGuard<'a, PoolInner>, usize) {
+        let idx = Self::attach_borrowed(&mut g, state);
         let guard = BorrowedExit { pool: self, idx };
         let mut cache = None;
         let mut ran = 0;
         loop {
             let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
                 it
-            } else if ran >= GUEST_BATCH as u64 {
-                // Home may have work by now: go and look; if this lane
-                // still lags, it asks again.
+            } else if ran >= batch {
                 break;
-            } else if g.lanes[0].stealable(self.cap, &mut LazyNow::default()) {
-                g.lanes[0].stats.stolen += 1;
-                g.lanes[0].pop().expect("stealable lane has work")
+            } else if let Some(it) = next(&mut g) {
+                it
             } else {
                 break;
             };
@@ -77,13 +107,13 @@ impl Pool {
                 g.workers[other].scheduled.push_back(item);
                 continue;
             }
+            started(&mut g);
             g = process_one_work(self, idx, g, item, &mut cache, false);
             ran += 1;
         }
         std::mem::forget(guard);
         Self::detach_borrowed(&mut g, idx);
-        self.update_lendable(&g);
-        ran
+        (g, ran)
     }
 }
 
@@ -232,9 +262,9 @@ impl Drop for WorkerExit {
 
 /// The same for a thread attached to a pool from outside (a rescuer, a
 /// guest): its slot there is given up, its item completes as panicked.
-pub(super) struct BorrowedExit {
-    pub(super) pool: &'static Pool,
-    pub(super) idx: usize,
+struct BorrowedExit {
+    pool: &'static Pool,
+    idx: usize,
 }
 
 impl Drop for BorrowedExit {
@@ -331,7 +361,7 @@ impl Pool {
 
 /// Runs one item on worker `me` (a rescuer when `counted` is false: it never
 /// counts in `nr_running`).
-pub(super) fn process_one_work<'a>(
+fn process_one_work<'a>(
     pool: &'static Pool,
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
