@@ -55,14 +55,17 @@ pub(crate) struct PwqRef {
 }
 
 /// One generation of a workqueue's pwqs; replaced whole by an attrs change.
+/// Shared behind an `Arc` once built and never changed: every field is `I:`.
 struct Pwqs {
-    /// Per topology CPU id.
+    /// I: per topology CPU id.
     cpu: Vec<Option<PwqRef>>,
+    /// I: the default pwq (unbound queues).
     dfl: Option<PwqRef>,
+    /// I: every pwq of the generation.
     all: Vec<PwqRef>,
-    /// Topology CPU ids that route work (the online CPUs of the cpumask or machine).
+    /// I: topology CPU ids that route work (the online CPUs of the cpumask or machine).
     route_cpus: Vec<usize>,
-    /// Per real CPU: this workqueue's pwq in the lane pool of that CPU and
+    /// I: per real CPU: this workqueue's pwq in the lane pool of that CPU and
     /// its NUMA node, when the CPU is a lane of one pod, or of pods sharing
     /// the lane pools and the node (`Some(None)`: of several otherwise).
     lane: Vec<Option<Option<(PwqRef, usize)>>>,
@@ -200,14 +203,14 @@ struct Rescuer {
 /// list to the other and a reader must see each pwq exactly once.
 #[derive(Default)]
 struct OldPwqs {
-    /// Pwqs of older generations, kept (dead or draining) until destroy so
+    /// WQ old: pwqs of older generations, kept (dead or draining) until destroy so
     /// flush and stats still see them and a late queuer finds them dead.
     retired: Vec<PwqRef>,
-    /// Retired pwqs found dead, taken off `retired` so flush and stats do not
+    /// WQ old: retired pwqs found dead, taken off `retired` so flush and stats do not
     /// walk every past generation; kept here only to be detached at destroy
     /// (their slots are never reused while the workqueue lives).
     dead: Vec<PwqRef>,
-    /// The counters of the pwqs moved to `dead`.
+    /// WQ old: the counters of the pwqs moved to `dead`.
     dead_stats: PwqStats,
 }
 

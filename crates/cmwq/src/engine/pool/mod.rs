@@ -83,6 +83,7 @@ use crate::types::{PwqStats, WakeMode};
 pub(crate) const NR_COLORS: usize = 16;
 
 /// What makes two unbound workqueues share a pool (the kernel's attrs hash).
+/// `I:` in its pool (`Pool::attrs`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PoolAttrs {
     /// The CPU of a bound pool.
@@ -103,6 +104,8 @@ pub(crate) struct PoolAttrs {
 }
 
 /// One item on a list: the work, its pool workqueue slot and its flush colour.
+/// Owned by the list that holds it (a lane's worklist, a pwq's inactive
+/// list, a worker's `scheduled`), so it is `L:` like them.
 pub(crate) struct Item {
     pub work: Arc<WorkInner>,
     pub pwq: u32,
