@@ -60,18 +60,12 @@ const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
     control_autostart: control::autostart,
 };
 
-pub use engine::pool::{
-    BlockingGuard, DFL_SPREAD_THRESH, blocking, debug_fail_worker_creation, debug_kill_next_worker,
-    set_idle_timeout, set_spread_thresh, spread_thresh,
-};
-pub use engine::watchdog::{
-    MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, cpu_intensive_thresh, set_cpu_intensive_thresh,
-    watchdog_ticks,
-};
-pub use engine::work::Work;
-pub use engine::workqueue::{
-    DelayedWork, Workqueue, WorkqueueBuilder, panic_reports_failed, set_panic_hook, system,
-    system_highpri, system_long, system_unbound, workqueue_names,
+pub use engine::{
+    BlockingGuard, DFL_SPREAD_THRESH, DelayedWork, MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK,
+    Work, Workqueue, WorkqueueBuilder, blocking, cpu_intensive_thresh, debug_fail_worker_creation,
+    debug_kill_next_worker, panic_reports_failed, set_cpu_intensive_thresh, set_idle_timeout,
+    set_panic_hook, set_spread_thresh, spread_thresh, system, system_highpri, system_long,
+    system_unbound, watchdog_ticks, workqueue_names,
 };
 pub use error::Error;
 pub use params::check_env;

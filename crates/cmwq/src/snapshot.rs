@@ -246,9 +246,9 @@ pub struct RescuerSnap {
 /// drop(wq);
 /// ```
 pub fn snapshot() -> Snapshot {
-    let topology = crate::engine::workqueue::topology_snap();
-    let workqueues = crate::engine::workqueue::workqueue_snaps();
-    let pools = crate::engine::pool::pool_snaps();
+    let topology = crate::engine::topology_snap();
+    let workqueues = crate::engine::workqueue_snaps();
+    let pools = crate::engine::pool_snaps();
     let taken_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);

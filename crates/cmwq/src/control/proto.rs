@@ -161,7 +161,7 @@ fn set_knob(name: &str, knob: &str, value: &str) -> Result<WqAttrs, String> {
             KNOBS.join(", ")
         ));
     }
-    let mut found = crate::engine::workqueue::find_by_name(name);
+    let mut found = crate::engine::find_by_name(name);
     let wq = match found.len() {
         0 => return Err(format!("no workqueue named {name:?}")),
         1 => found.pop().expect("one"),
