@@ -234,6 +234,10 @@ fn find(l: &WsLock<'_>) -> Option<&'static Carrier> {
         g.users += 1;
         Some(c)
     } else {
+        // Idle: the worker that returned this carrier took its lock after
+        // the callback, and so did we; tell TSan (a flush that finds the
+        // item idle sees what its last callback did).
+        tsan::acquire(c.addr());
         None
     }
 }
@@ -259,6 +263,8 @@ fn find_or_lend(l: &WsLock<'_>) -> &'static Carrier {
 /// when nobody needs it.
 fn put(l: &WsLock<'_>, c: &'static Carrier, delta: i64) {
     let mut g = c.lock();
+    // The carrier's lock orders us after every callback that ended on it.
+    tsan::acquire(c.addr());
     g.users -= 1;
     g.cycles += delta;
     if g.users == 0 && g.cycles == 0 {

@@ -272,6 +272,16 @@ __attribute__((constructor, used)) static void cmwq_register_tsan_hooks(void)
 {
 	cmwq_capi_set_tsan_hooks(__tsan_acquire, __tsan_release);
 }
+/*
+ * The library's own memory is synchronised by code TSan does not see (Rust
+ * atomics and futexes), yet its memcpy/free calls go through TSan's
+ * interceptors: ignore the interceptors it calls (link it as libcmwq.so).
+ * Weak, so a program with its own suppressions wins (add this line to them).
+ */
+__attribute__((weak)) const char *__tsan_default_suppressions(void)
+{
+	return "called_from_lib:libcmwq.so\n";
+}
 #endif
 
 #ifdef __cplusplus

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* The C suite's one assertion: prints where and aborts. */
+#ifndef CMWQ_CHECK_H
+#define CMWQ_CHECK_H
+#include <stdio.h>
+#include <stdlib.h>
+#define CHECK(c)								\
+	do {									\
+		if (!(c)) {							\
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+			abort();						\
+		}								\
+	} while (0)
+#define CHECK_EQ(a, b)								\
+	do {									\
+		long long _a = (long long)(a), _b = (long long)(b);		\
+		if (_a != _b) {							\
+			fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld\n", \
+				__FILE__, __LINE__, #a, _a, #b, _b);		\
+			abort();						\
+		}								\
+	} while (0)
+#define PASS(name) printf("ok %s\n", name)
+#endif
