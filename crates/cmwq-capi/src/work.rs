@@ -5,10 +5,15 @@
 //! - a carrier is returned only when its cycles and users are both zero, and
 //!   both change only under its lock, so nobody can use a carrier that is on
 //!   a free list or lent to another item (`owner` is checked under the lock);
-//! - the worker returns a carrier touching only the carrier: the callback may
-//!   have freed the `work_struct`;
-//! - queueing holds the `work_struct`'s lock bit across the engine call, and
-//!   disable takes the same bit, so a disabled item is never queued again.
+//! - once a queue call has handed the item to the engine, or a sync call has
+//!   waited, nothing touches the `work_struct` again: its callback may free
+//!   it at any moment. Returning a carrier touches only the carrier, so a
+//!   `work_struct` may keep a stale pointer, which every use checks;
+//! - the `work_struct`'s lock bit is held only around its disable depth and
+//!   the lending of a carrier. A disable applied while a carrier is lent is
+//!   also applied to the carrier's engine item (`edis`), whose state word
+//!   refuses a racing queue atomically; a carrier undoes those when it
+//!   goes back to a free list.
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_ulong, c_void};
@@ -88,6 +93,8 @@ struct CState {
     /// Queue cycles the engine holds (pending or running). Signed: a
     /// callback may end its cycle before the queueing caller counts it.
     cycles: i64,
+    /// Engine-level disables applied for the owner's `disable_work`s.
+    edis: u32,
 }
 
 /// What the engine queues for a C work item while it is busy.
@@ -116,13 +123,30 @@ impl Carrier {
 
     /// The worker's end of a cycle: touches only the carrier.
     fn end_cycle(&'static self) {
+        self.settle(0, -1);
+    }
+
+    /// Changes the counts; returns the carrier to a free list when both are
+    /// zero. Never touches the `work_struct`.
+    fn settle(&'static self, users: i32, cycles: i64) {
         let mut g = self.lock();
-        g.cycles -= 1;
-        if g.cycles == 0 && g.users == 0 {
+        // The carrier's lock orders us after every callback that ended on it.
+        tsan::acquire(self.addr());
+        g.users = g.users.wrapping_add_signed(users);
+        g.cycles += cycles;
+        if g.users == 0 && g.cycles == 0 {
             self.owner.store(0, Ordering::Release);
+            for _ in 0..std::mem::take(&mut g.edis) {
+                self.dw().enable();
+            }
             drop(g);
             free_list_push(self);
         }
+    }
+
+    /// A caller is done with the carrier; its cycles changed by `delta`.
+    fn put(&'static self, delta: i64) {
+        self.settle(-1, delta);
     }
 }
 
@@ -208,6 +232,7 @@ fn take_carrier() -> &'static Carrier {
         st: Mutex::new(CState {
             users: 0,
             cycles: 0,
+            edis: 0,
         }),
         owner: AtomicUsize::new(0),
         next: AtomicPtr::new(std::ptr::null_mut()),
@@ -251,33 +276,13 @@ fn find_or_lend(l: &WsLock<'_>) -> &'static Carrier {
     let mut g = c.lock();
     g.users = 1;
     g.cycles = 0;
+    g.edis = 0;
     c.owner
         .store(l.0 as *const WorkStruct as usize, Ordering::Release);
     drop(g);
     l.0.carrier
         .store(c as *const Carrier as *mut Carrier, Ordering::Release);
     c
-}
-
-/// A caller is done with `c`, whose cycles changed by `delta`; returns it
-/// when nobody needs it.
-fn put(l: &WsLock<'_>, c: &'static Carrier, delta: i64) {
-    let mut g = c.lock();
-    // The carrier's lock orders us after every callback that ended on it.
-    tsan::acquire(c.addr());
-    g.users -= 1;
-    g.cycles += delta;
-    if g.users == 0 && g.cycles == 0 {
-        c.owner.store(0, Ordering::Release);
-        drop(g);
-        let _ = l.0.carrier.compare_exchange(
-            c as *const Carrier as *mut Carrier,
-            std::ptr::null_mut(),
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
-        free_list_push(c);
-    }
 }
 
 /// Runs an engine call that may panic (waiting for itself from its own
@@ -294,14 +299,17 @@ fn cpu_of(cpu: c_int) -> Option<usize> {
 
 /// Queues `ws` on `wq` (for `cpu`, after `delay`): the body of every queue call.
 fn queue(wq: &CWq, ws: &WorkStruct, cpu: c_int, delay: Duration) -> bool {
-    let l = WsLock::new(ws);
-    if l.disabled() {
-        return false;
-    }
-    let c = find_or_lend(&l);
+    let c = {
+        let l = WsLock::new(ws);
+        if l.disabled() {
+            return false;
+        }
+        find_or_lend(&l)
+    };
+    // From here on `ws` is not touched: once queued, its callback may free it.
     tsan::release(c.addr());
     let ok = engine_queue(wq, c, cpu, delay);
-    put(&l, c, i64::from(ok));
+    c.put(i64::from(ok));
     ok
 }
 
@@ -379,22 +387,27 @@ pub unsafe extern "C" fn mod_delayed_work_on(
 ) -> bool {
     // SAFETY: the caller's promise.
     let (wq, ws) = unsafe { (self::wq(wq), &(*dwork).work) };
-    let l = WsLock::new(ws);
-    let disabled = l.disabled();
-    let c = if disabled {
-        match find(&l) {
-            Some(c) => c,
-            None => return false,
-        }
-    } else {
-        find_or_lend(&l)
+    let (c, disabled) = {
+        let l = WsLock::new(ws);
+        let disabled = l.disabled();
+        let c = if disabled {
+            match find(&l) {
+                Some(c) => c,
+                None => return false,
+            }
+        } else {
+            find_or_lend(&l)
+        };
+        (c, disabled)
     };
     let was = c.dw().cancel();
+    // A disable racing with us has disabled the carrier's engine item too,
+    // so the queue below refuses rather than slipping past it.
     let ok = !disabled && {
         tsan::release(c.addr());
         engine_queue(wq, c, cpu, jiffies(delay))
     };
-    put(&l, c, i64::from(ok) - i64::from(was));
+    c.put(i64::from(ok) - i64::from(was));
     was
 }
 
@@ -410,8 +423,7 @@ fn wait_on(ws: &WorkStruct, f: impl FnOnce(&DelayedWork) -> bool, steals: bool) 
     };
     let r = f(c.dw());
     tsan::acquire(c.addr());
-    let l = WsLock::new(ws);
-    put(&l, c, if steals && r { -1 } else { 0 });
+    c.put(if steals && r { -1 } else { 0 });
     r
 }
 
@@ -448,10 +460,15 @@ pub unsafe extern "C" fn flush_delayed_work(dwork: *mut DelayedWorkStruct) -> bo
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cancel_work(work: *mut WorkStruct) -> bool {
     // SAFETY: the caller's promise.
-    let l = WsLock::new(unsafe { ws(work) });
-    let Some(c) = find(&l) else { return false };
+    let c = {
+        let l = WsLock::new(unsafe { ws(work) });
+        match find(&l) {
+            Some(c) => c,
+            None => return false,
+        }
+    };
     let was = c.dw().cancel();
-    put(&l, c, -i64::from(was));
+    c.put(-i64::from(was));
     was
 }
 
@@ -499,12 +516,27 @@ pub unsafe extern "C" fn cancel_delayed_work_sync(dwork: *mut DelayedWorkStruct)
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn disable_work(work: *mut WorkStruct) -> bool {
     // SAFETY: the caller's promise.
-    let l = WsLock::new(unsafe { ws(work) });
-    l.0.data.fetch_add(DISABLE_ONE, Ordering::Relaxed);
-    let Some(c) = find(&l) else { return false };
-    let was = c.dw().cancel();
-    put(&l, c, -i64::from(was));
+    let ws = unsafe { ws(work) };
+    let (c, was) = {
+        let l = WsLock::new(ws);
+        match disable_locked(&l) {
+            Some(cw) => cw,
+            None => return false,
+        }
+    };
+    c.put(-i64::from(was));
     was
+}
+
+/// One more disable level; a lent carrier's engine item is disabled too,
+/// which cancels a pending cycle. Returns the carrier (with a user) and
+/// whether a cycle was cancelled; None when no carrier is lent.
+fn disable_locked(l: &WsLock<'_>) -> Option<(&'static Carrier, bool)> {
+    l.0.data.fetch_add(DISABLE_ONE, Ordering::Relaxed);
+    let c = find(l)?;
+    let was = c.dw().disable();
+    c.lock().edis += 1;
+    Some((c, was))
 }
 
 /// `disable_work_sync`: [`disable_work`], then waits for a running callback.
@@ -516,11 +548,19 @@ pub unsafe extern "C" fn disable_work(work: *mut WorkStruct) -> bool {
 pub unsafe extern "C" fn disable_work_sync(work: *mut WorkStruct) -> bool {
     // SAFETY: the caller's promise.
     let ws = unsafe { ws(work) };
-    {
+    let (c, was) = {
         let l = WsLock::new(ws);
-        l.0.data.fetch_add(DISABLE_ONE, Ordering::Relaxed);
-    }
-    wait_on(ws, |dw| no_unwind(false, || dw.cancel_sync()), true)
+        match disable_locked(&l) {
+            Some(cw) => cw,
+            None => return false,
+        }
+    };
+    // The disable cancelled a pending cycle and refuses new ones, so what
+    // is left to wait for is a running callback.
+    no_unwind(false, || c.dw().cancel_sync());
+    tsan::acquire(c.addr());
+    c.put(-i64::from(was));
+    was
 }
 
 /// `enable_work`: undoes one `disable_work`. True when the item is enabled
@@ -536,6 +576,17 @@ pub unsafe extern "C" fn enable_work(work: *mut WorkStruct) -> bool {
     let d = l.0.data.load(Ordering::Relaxed);
     if d >= DISABLE_ONE {
         l.0.data.fetch_sub(DISABLE_ONE, Ordering::Relaxed);
+        if let Some(c) = find(&l) {
+            let mut g = c.lock();
+            if g.edis > 0 {
+                g.edis -= 1;
+                drop(g);
+                c.dw().enable();
+            } else {
+                drop(g);
+            }
+            c.put(0);
+        }
         d < 2 * DISABLE_ONE
     } else {
         static WARNED: std::sync::Once = std::sync::Once::new();

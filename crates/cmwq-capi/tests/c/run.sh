@@ -49,8 +49,16 @@ for mode in "${modes[@]}"; do
         bin=$out/$name-$mode
         "$CC" "${flags[@]}" "${warn[@]}" "${inc[@]}" "$src" -o "$bin" -L "$lib" -lcmwq -Wl,-rpath,"$lib" -lpthread
         args=()
-        [ "$name" = t_kcompat ] && args=(count=5 name=hello)
-        run "$name-$mode" env "${env[@]}" "$bin" "${args[@]}"
+        extra=()
+        if [ "$name" = t_kcompat ]; then args=(count=5 name=hello); extra=(kc_env=7); fi
+        run "$name-$mode" env "${env[@]}" "${extra[@]}" "$bin" "${args[@]}"
+        if [ "$name" = t_kcompat ] && [ "$mode" = plain ]; then
+            # A bad parameter ends the program with 2 before the init runs.
+            rc=0; "$bin" count=notanumber >/dev/null 2>&1 || rc=$?
+            [ "$rc" = 2 ] || { echo "FAILED: t_kcompat count=notanumber exited $rc, expected 2"; exit 1; }
+            rc=0; "$bin" nosuchparam=1 >/dev/null 2>&1 || rc=$?
+            [ "$rc" = 2 ] || { echo "FAILED: t_kcompat nosuchparam=1 exited $rc, expected 2"; exit 1; }
+        fi
     done
     if [ "$mode" = plain ]; then
         # The static library too: what a static link needs besides libcmwq.a.

@@ -15,6 +15,7 @@ enum cmwq_kc_param_kind {
 	CMWQ_KC_PARAM_long = 2,
 	CMWQ_KC_PARAM_ulong = 3,
 	CMWQ_KC_PARAM_bool = 4,
+	CMWQ_KC_PARAM__Bool = 4,
 	CMWQ_KC_PARAM_invbool = 5,
 	CMWQ_KC_PARAM_charp = 6,
 	CMWQ_KC_PARAM_short = 7,
@@ -33,6 +34,12 @@ int cmwq_kc_params_apply(int argc, const char *const *argv);
 		cmwq_kc_param_register(#name, CMWQ_KC_PARAM_##type, (void *)&(value)); \
 	}									\
 	extern int cmwq_kc_module_dummy
-#define module_param(name, type, perm) module_param_named(name, name, type, perm)
+/* Not through module_param_named: `bool` would be expanded (to _Bool) first. */
+#define module_param(name, type, perm)						\
+	__attribute__((constructor)) static void cmwq_kc_param_reg_##name(void)	\
+	{									\
+		cmwq_kc_param_register(#name, CMWQ_KC_PARAM_##type, (void *)&(name)); \
+	}									\
+	extern int cmwq_kc_module_dummy
 #define MODULE_PARM_DESC(name, desc) extern int cmwq_kc_module_dummy
 #endif
