@@ -414,6 +414,9 @@ pub unsafe extern "C" fn mod_delayed_work_on(
 /// Waits on `ws`'s carrier outside the lock bit with `f`, which returns its
 /// answer and whether it took a pending cycle away; None when idle.
 fn wait_on(ws: &WorkStruct, f: impl FnOnce(&DelayedWork) -> bool, steals: bool) -> bool {
+    if refuse_self_wait(ws) {
+        return false;
+    }
     let c = {
         let l = WsLock::new(ws);
         match find(&l) {
@@ -425,6 +428,20 @@ fn wait_on(ws: &WorkStruct, f: impl FnOnce(&DelayedWork) -> bool, steals: bool) 
     tsan::acquire(c.addr());
     c.put(if steals && r { -1 } else { 0 });
     r
+}
+
+/// Waiting for an item from its own callback would never end: say so and
+/// return instead (the kernel warns, then deadlocks).
+fn refuse_self_wait(ws: &WorkStruct) -> bool {
+    let me = CURRENT.with(|c| c.get()) as *const WorkStruct;
+    if std::ptr::eq(me, ws) {
+        eprintln!(
+            "cmwq: work item {ws:p} waits for itself from its own callback \
+             (flush_work/cancel_work_sync/disable_work_sync): refused"
+        );
+        return true;
+    }
+    false
 }
 
 /// `flush_work`: waits until the last queued run of `work` has finished.
@@ -548,6 +565,9 @@ fn disable_locked(l: &WsLock<'_>) -> Option<(&'static Carrier, bool)> {
 pub unsafe extern "C" fn disable_work_sync(work: *mut WorkStruct) -> bool {
     // SAFETY: the caller's promise.
     let ws = unsafe { ws(work) };
+    if refuse_self_wait(ws) {
+        return false;
+    }
     let (c, was) = {
         let l = WsLock::new(ws);
         match disable_locked(&l) {

@@ -21,4 +21,9 @@
 		}								\
 	} while (0)
 #define PASS(name) printf("ok %s\n", name)
+/* Line-buffered, so a crash still shows how far a test got. */
+__attribute__((constructor)) static void check_line_buffered(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
 #endif

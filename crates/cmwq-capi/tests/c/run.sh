@@ -16,7 +16,14 @@ modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(all)
 [ "${modes[0]}" = all ] && modes=(plain asan tsan)
 
-"$crate/scripts/build-lib.sh" "$lib" >/dev/null
+if [ -n "${CMWQ_CAPI_PREBUILT:-}" ]; then
+    # Called by `cargo test` (tests/c_suite.rs): use what cargo just built.
+    mkdir -p "$lib"
+    cp -f "$CMWQ_CAPI_PREBUILT/libcmwq_capi.so" "$lib/libcmwq.so"
+    cp -f "$CMWQ_CAPI_PREBUILT/libcmwq_capi.a" "$lib/libcmwq.a"
+else
+    "$crate/scripts/build-lib.sh" "$lib" >/dev/null
+fi
 inc=(-I "$crate/include" -I "$crate/include/kcompat")
 warn=(-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Werror)
 out=$target/capi-c/tests

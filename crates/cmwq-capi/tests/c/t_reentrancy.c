@@ -33,12 +33,11 @@ static int producer(void *arg)
 	long id = (long)arg;
 	int i, n = 0, ncpu = num_online_cpus();
 
-	for (i = 0; i < 3000; i++) {
+	for (i = 0; i < 5000; i++) {
 		bool ok = per_cpu ? queue_work_on((int)(id + i) % ncpu, wq, &shared)
 				  : queue_work(wq, &shared);
 		n += ok;
-		if (i % 64 == 0)
-			udelay(20);
+		udelay(i % 7 + 1);
 	}
 	atomic_add(n, &queued);
 	while (!kthread_should_stop())
