@@ -21,6 +21,7 @@ mkdir -p "$out"
 "$crate/scripts/build-lib.sh" "$lib" >/dev/null
 (cd "$root" && cargo build --release -p cmwq-cli >/dev/null)
 CC=${CC:-gcc}
+export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 inc=(-I "$crate/include" -I "$crate/include/kcompat")
 "$CC" -O2 -Wall "${inc[@]}" "$here/c_bench.c" -o "$out/c_bench" -L "$lib" -lcmwq -Wl,-rpath,"$lib"
 sides=(c_bench cmwq)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the C library and names it for -lcmwq:
-#   scripts/build-lib.sh [OUTDIR]     (default: $CARGO_TARGET_DIR or target/, then release/)
+#   scripts/build-lib.sh [OUTDIR]     (default: $CARGO_TARGET_DIR or target/, then capi-c/)
 # makes OUTDIR/libcmwq.so and OUTDIR/libcmwq.a (copies of libcmwq_capi.*; the
 # shared one's SONAME is libcmwq.so). Then:
 #   cc -I include -I include/kcompat prog.c -L OUTDIR -lcmwq -Wl,-rpath,OUTDIR
@@ -10,7 +10,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$here/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
-out=${1:-$target/release}
+# Not target/release: cargo puts that directory on LD_LIBRARY_PATH when it
+# runs tests, where a stale libcmwq.so would shadow the one a test links.
+out=${1:-$target/capi-c}
 profile=${CMWQ_CAPI_PROFILE:-release}
 if [ "$profile" = release ]; then
     (cd "$root" && cargo build --release -p cmwq-capi)

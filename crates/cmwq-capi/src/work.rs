@@ -326,8 +326,10 @@ fn engine_queue(wq: &CWq, c: &Carrier, cpu: c_int, delay: Duration) -> bool {
     }
 }
 
+/// One jiffy is one millisecond (`HZ` is 1000).
+#[allow(clippy::useless_conversion)] // c_ulong is u32 on 32-bit targets
 fn jiffies(delay: c_ulong) -> Duration {
-    Duration::from_millis(delay as u64)
+    Duration::from_millis(u64::from(delay))
 }
 
 /// # Safety

@@ -25,6 +25,9 @@ else
     "$crate/scripts/build-lib.sh" "$lib" >/dev/null
 fi
 inc=(-I "$crate/include" -I "$crate/include/kcompat")
+# The tests carry an rpath to $lib, but LD_LIBRARY_PATH (cargo sets one for
+# tests) comes first: make sure it finds this libcmwq.so, not another.
+export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 warn=(-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Werror)
 out=$target/capi-c/tests
 mkdir -p "$out"
