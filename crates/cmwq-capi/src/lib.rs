@@ -27,20 +27,25 @@
 //! running) and its *users* (callers inside `flush_work`, `cancel_work_sync`,
 //! ... that wait on it) both drop to zero. Both counts live under the
 //! carrier's own small lock. Whoever brings them to zero returns it to a free
-//! list (per CPU, so the steady state allocates nothing): a caller, who also
-//! clears the `work_struct`'s pointer; or the worker, right after the callback
-//! returns, who touches only the carrier — never the `work_struct`, which the
-//! callback may have freed. A pointer left behind that way is stale, so every
+//! list (per CPU, so the steady state allocates nothing): a caller, or the
+//! worker right after the callback returns; either touches only the carrier,
+//! never the `work_struct`, which the callback may have freed. The pointer
+//! left behind in the `work_struct` is then stale, so every
 //! use checks `carrier.owner == work` under the carrier's lock, and
 //! `INIT_WORK` simply forgets the pointer (the old carrier finishes its cycle
 //! and goes back by itself).
 //!
 //! Non-reentrancy holds because a carrier stays lent while its callback runs
 //! (its cycle is open), so queueing the item again from anywhere reuses the
-//! same engine item, which the engine never runs twice at once. The lock bit
-//! in the `work_struct` is held across a queue call, so `disable_work` /
-//! `cancel_work_sync` never miss an item that a racing `queue_work` is about
-//! to put on a list.
+//! same engine item, which the engine never runs twice at once.
+//!
+//! Once a queue call has handed the carrier to the engine, or a sync call
+//! has waited, the caller touches only the carrier: the callback may free the
+//! `work_struct` at any moment. The `work_struct`'s lock bit is therefore
+//! held only around its disable depth and the lending of a carrier; a
+//! `disable_work` that finds a carrier lent also disables the carrier's
+//! engine item, whose state word refuses a racing `queue_work` atomically
+//! (the carrier undoes those disables when it goes back to a free list).
 //!
 //! Carriers are never freed: a process holds as many as it ever had busy C
 //! items at once, on the free lists when idle.
