@@ -267,12 +267,35 @@ fn find(l: &WsLock<'_>) -> Option<&'static Carrier> {
     }
 }
 
-/// [`find`], or lends a free carrier.
+thread_local! {
+    /// The item this thread last lent a carrier to, and the carrier.
+    static LAST_LENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// [`find`], or lends a carrier: the one this thread last lent to the same
+/// address if it is still lent to it (`INIT_WORK` forgot it while its
+/// worker was finishing the previous run: queueing it again keeps the item
+/// on that worker, as re-queueing a running item does), else a free one.
 fn find_or_lend(l: &WsLock<'_>) -> &'static Carrier {
     if let Some(c) = find(l) {
         return c;
     }
+    let me = l.0 as *const WorkStruct as usize;
+    let (ws, last) = LAST_LENT.with(|h| h.get());
+    if ws == me && last != 0 {
+        // SAFETY: carriers are never freed; ownership is checked under the lock.
+        let c: &'static Carrier = unsafe { &*(last as *const Carrier) };
+        let mut g = c.lock();
+        if c.owner.load(Ordering::Relaxed) == me {
+            g.users += 1;
+            drop(g);
+            l.0.carrier
+                .store(c as *const Carrier as *mut Carrier, Ordering::Release);
+            return c;
+        }
+    }
     let c = take_carrier();
+    LAST_LENT.with(|h| h.set((me, c as *const Carrier as usize)));
     let mut g = c.lock();
     g.users = 1;
     g.cycles = 0;
