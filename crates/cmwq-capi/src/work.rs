@@ -286,7 +286,8 @@ fn find_or_lend(l: &WsLock<'_>) -> &'static Carrier {
         // SAFETY: carriers are never freed; ownership is checked under the lock.
         let c: &'static Carrier = unsafe { &*(last as *const Carrier) };
         let mut g = c.lock();
-        if c.owner.load(Ordering::Relaxed) == me {
+        // Not one that carries disables from before INIT_WORK reset the depth.
+        if c.owner.load(Ordering::Relaxed) == me && g.edis == 0 {
             g.users += 1;
             drop(g);
             l.0.carrier

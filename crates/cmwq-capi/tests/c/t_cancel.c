@@ -124,6 +124,21 @@ int main(void)
 	kthread_stop(t);
 	PASS("disable_work_sync waits, then refuses until enable_work");
 
+	/* INIT_WORK resets the disable depth, also while the last run is still
+	 * on its worker: queueing right after works. */
+	init_item(&it, true);
+	CHECK(queue_work(wq, &it.work));
+	while (!atomic_read(&it.started))
+		msleep(1);
+	CHECK(!disable_work(&it.work));
+	CHECK(!queue_work(wq, &it.work));
+	INIT_WORK(&it.work, item_fn);
+	CHECK(queue_work(wq, &it.work));
+	complete_all(&it.go);
+	flush_workqueue(wq);
+	CHECK_EQ(atomic_read(&it.finished), 2);
+	PASS("INIT_WORK clears disable_work, even while the item still runs");
+
 	destroy_workqueue(wq);
 	return 0;
 }
