@@ -1608,6 +1608,33 @@ impl Workqueue {
         }
     }
 
+    /// [`queue_delayed`](Self::queue_delayed) for `cpu` (`queue_delayed_work_on`):
+    /// when the timer fires, the item goes to that CPU's pool (bound queue) or
+    /// pod (unbound queue), as [`queue_on`](Self::queue_on). False if already
+    /// pending or refused by a draining queue; a CPU with no pool is an error.
+    pub fn queue_delayed_on(
+        &self,
+        cpu: usize,
+        dw: &DelayedWork,
+        delay: Duration,
+    ) -> Result<bool, Error> {
+        self.check_cpu(cpu)?;
+        if !dw.work.0.try_claim() {
+            return Ok(false);
+        }
+        if delay.is_zero() {
+            return Ok(self.inner.queue_claimed(&dw.work.0, Some(cpu), false));
+        }
+        if self.inner.refuses_outsiders() {
+            self.inner.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            dw.work.0.clear_pending();
+            dw.work.0.finish_cycle();
+            return Ok(false);
+        }
+        timer::arm(&dw.work.0, &self.inner, Some(cpu), delay);
+        Ok(true)
+    }
+
     /// Re-arms `dw` to run after `delay` whether or not it was pending
     /// (`mod_delayed_work`). Returns whether it was pending before.
     pub fn mod_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
