@@ -81,17 +81,8 @@ pub unsafe extern "C" fn filp_open(path: *const c_char, flags: c_int, mode: c_ui
 fn store(w: &CWq, attr: &str, value: &str) -> Result<(), String> {
     let e = |e: cmwq::Error| e.to_string();
     match attr {
-        "affinity_scope" if value == "default" => {
-            // The process's default scope is the engine's to say.
-            let line =
-                serde_json::json!({"op": "set", "workqueue": w.name, "knob": attr, "value": value});
-            let r = cmwq::control::proto::handle_line(line.to_string().as_bytes());
-            if r.ok {
-                Ok(())
-            } else {
-                Err(r.error.unwrap_or_default())
-            }
-        }
+        // The process's default scope is the engine's to say.
+        "affinity_scope" if value == "default" => cmwq::control::store_attr(&w.wq, attr, value),
         "affinity_scope" => {
             let s: Scope = value.parse().map_err(|_| {
                 "expected cpu, smt, cache, cache_shard, numa, system or default".to_string()

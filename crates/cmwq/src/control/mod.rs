@@ -94,7 +94,9 @@ use crate::error::Error;
 use crate::sched;
 use crate::snapshot::Snapshot;
 use crate::workqueue::WqAttrs;
-pub use proto::{KNOBS, MAX_REQUEST, Request, Response, echo_cpumask, parse_hex_cpumask};
+pub use proto::{
+    KNOBS, MAX_REQUEST, Request, Response, echo_cpumask, parse_hex_cpumask, store_attr,
+};
 
 /// Connections served at once; more are told the server is busy.
 pub const MAX_CONNECTIONS: usize = 16;

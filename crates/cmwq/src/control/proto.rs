@@ -175,6 +175,15 @@ fn set_knob(name: &str, knob: &str, value: &str) -> Result<WqAttrs, String> {
     Ok(wq.attrs())
 }
 
+/// Writes the attribute `knob` of `wq` as writing its sysfs file
+/// (`/sys/bus/workqueue/devices/<name>/<knob>`) would: one of [`KNOBS`], the
+/// value in the file's form (`affinity_scope` takes a scope name or
+/// `default`, `cpumask` hex words). The error says why a value is refused.
+/// The C API's sysfs writes and the control endpoint's `set` both end here.
+pub fn store_attr(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
+    apply(wq, knob, value.trim())
+}
+
 fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
     let e = |e: crate::Error| e.to_string();
     match knob {
