@@ -5,7 +5,7 @@
 //! ones through sysfs while they run. A process using cmwq opts into the same
 //! with [`serve()`] (or `CMWQ_CONTROL=1`, read when the first workqueue is
 //! built): a thread listens on a Unix socket, `<pid>.sock` in [`socket_dir()`],
-//! and answers the requests of [`proto`] — a [`Snapshot`], or
+//! and answers the requests of the protocol (`Request`, `Response`) — a [`Snapshot`], or
 //! a knob to write. `cmwq dump`, `cmwq monitor`, `cmwq set` and `cmwq ps` are
 //! its clients ([`Client`], [`list_processes`]).
 //!
@@ -54,7 +54,7 @@
 //!
 //! # What a client cannot do to the process
 //!
-//! A request line longer than [`proto::MAX_REQUEST`] is refused and the
+//! A request line longer than [`MAX_REQUEST`] is refused and the
 //! connection closed, so memory per connection is bounded (the cpu-list
 //! parser's memory is bounded by the CPU id limit, not by the input); at most
 //! [`MAX_CONNECTIONS`] connections are served at once, each on its own thread;
@@ -847,7 +847,7 @@ impl Client {
             .ok_or_else(|| ctl_err("snapshot", "the reply carries no snapshot"))
     }
 
-    /// Writes a knob of the workqueue `workqueue` (see [`proto`]); returns its
+    /// Writes a knob of the workqueue `workqueue` (see [`KNOBS`]); returns its
     /// attributes after the change.
     pub fn set(&mut self, workqueue: &str, knob: &str, value: &str) -> Result<WqAttrs, Error> {
         self.request(&Request::Set {
