@@ -304,8 +304,15 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             .iter()
             .map(|s| format!("{}: {}", s.label, display_argv(s)))
             .collect();
-        let svg =
-            cmwq_lab::plot::strip_plot("cmwq compare: every run", &labels, &records, &metrics);
+        let notes = crate::provenance();
+        let svg = cmwq_lab::plot::strip_plot(&cmwq_lab::plot::StripPlot {
+            title: "cmwq compare: every run, and each experiment against the baseline",
+            notes: &notes,
+            sides: &labels,
+            records: &records,
+            metrics: &metrics,
+            tables: &tables,
+        });
         plotted = std::fs::write(path, svg)
             .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display()));
     }

@@ -108,6 +108,24 @@ fn man(a: ManArgs) -> Result<(), String> {
     }
 }
 
+/// The provenance lines of a plot: the machine, the commit this binary was
+/// built from, and the command line that ran.
+pub(crate) fn provenance() -> Vec<String> {
+    let command: Vec<String> = std::env::args()
+        .enumerate()
+        .map(|(i, a)| {
+            if i == 0 {
+                "cmwq".to_string()
+            } else if a.is_empty() || a.contains(char::is_whitespace) {
+                format!("{a:?}")
+            } else {
+                a
+            }
+        })
+        .collect();
+    cmwq_lab::plot::provenance(env!("CMWQ_BUILD_COMMIT"), &command.join(" "))
+}
+
 /// Whether a panic is std's `failed printing to stdout` on a closed pipe
 /// (EPIPE: the reader exited).
 fn is_broken_pipe(msg: &str) -> bool {
