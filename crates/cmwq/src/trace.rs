@@ -30,8 +30,10 @@
 //! | `workqueue attributes changed` | INFO | `workqueue`, `attrs` (or `max_active`) |
 //! | `priority fallback` | WARN | `workqueue`, `note` |
 //!
-//! Some events fire with a pool's lock held: a subscriber must not queue or
-//! flush cmwq work synchronously from its `event` callback (handing the
+//! `worker culled`, `cpu-intensive work item` and `worker sleeps in a work
+//! item` fire with the pool's lock held, `workqueue attributes changed` with
+//! the workqueue's attrs lock held: a subscriber must not queue, flush or
+//! reconfigure cmwq work synchronously from its `event` callback (handing the
 //! record to another thread, as log writers do, is fine).
 
 use crate::workqueue::WqInner;
