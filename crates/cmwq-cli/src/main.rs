@@ -35,11 +35,11 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// A/B comparison of two configurations or two commands: interleaved runs, medians, Mann-Whitney and bootstrap verdicts.
     Compare(compare::CompareArgs),
-    /// Per-CPU state with QPW (per-CPU data whose remote drain takes the slot lock instead of
-    /// queueing work on that CPU): fast-path cost and isolation of a pinned loop, Local vs Qpw.
+    /// Per-CPU state with QPW (a remote drain takes the slot's lock instead of queueing work
+    /// on that CPU): fast-path cost and isolation of a pinned loop, Local vs Qpw.
     Percpu(percpu::PercpuArgs),
-    /// Latency under load: small work items queued while CPU hogs load every CPU, at normal, high
-    /// or SCHED_FIFO priority (the SCHED_FIFO switch for high-priority pools; fio's clat lines).
+    /// Latency under CPU hogs at normal, high or SCHED_FIFO priority (the SCHED_FIFO switch
+    /// for high-priority pools): fio's clat lines for small work items.
     Latency(latency::LatencyArgs),
     /// Run one workload of the icache study (the pool lock's unlock-and-wake path inlined or
     /// not): `resident` or `frontend`.
