@@ -40,7 +40,7 @@ mod params;
 pub mod percpu;
 mod pool;
 mod priority;
-pub mod sched;
+mod sched;
 pub mod snapshot;
 mod spawn;
 mod timer;
@@ -53,9 +53,11 @@ mod workqueue;
 pub use error::Error;
 pub use params::check_env;
 pub use pool::{
-    BlockingGuard, DFL_SPREAD_THRESH, PoolCounts, WakeMode, blocking, debug_fail_worker_creation,
-    debug_kill_next_worker, set_idle_timeout, set_spread_thresh, spread_thresh,
+    BlockingGuard, DFL_SPREAD_THRESH, PoolCounts, WakeMode, blocking, set_idle_timeout,
+    set_spread_thresh, spread_thresh,
 };
+#[cfg(feature = "failure-injection")]
+pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::{Snapshot, snapshot};
 pub use spawn::{JoinError, JoinHandle};

@@ -1501,7 +1501,9 @@ impl Workqueue {
     /// Runs a one-off closure on this workqueue and returns a handle to its
     /// result (see [`JoinHandle`]). The job is an item of this queue:
     /// `max_active`, ordered order, [`flush`](Self::flush), [`drain`](Self::drain)
-    /// and destroy treat it as any other. One allocation per spawn.
+    /// and destroy treat it as any other. One allocation per spawn at most
+    /// (a thread reuses the cells of its finished jobs). Without a result to
+    /// wait for, [`execute`](Self::execute) is cheaper.
     ///
     /// Use a [`Work`] for an item that is queued again and again (it has the
     /// pending bit: queueing it while pending does nothing, and it can be
@@ -1532,6 +1534,44 @@ impl Workqueue {
     {
         self.check_cpu(cpu)?;
         Ok(self.spawn_at(Some(cpu), f))
+    }
+
+    /// Runs a one-off closure on this workqueue with no handle: fire and
+    /// forget, as rayon's `spawn` or `threadpool`'s `execute`. Cheaper than
+    /// [`spawn`](Self::spawn) (no result slot, nothing to detach); a panic goes
+    /// to the queue's panic handler and the process-wide hook, as a [`Work`]'s.
+    /// [`flush`](Self::flush) waits for it. False if the queue is draining and
+    /// refused it (the closure is dropped unrun).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let wq = cmwq::Workqueue::builder("execute_doc").unbound().build().unwrap();
+    /// let n = Arc::new(AtomicUsize::new(0));
+    /// for _ in 0..10 {
+    ///     let n = n.clone();
+    ///     assert!(wq.execute(move || { n.fetch_add(1, Ordering::Relaxed); }));
+    /// }
+    /// wq.flush();
+    /// assert_eq!(n.load(Ordering::Relaxed), 10);
+    /// ```
+    pub fn execute<F: FnOnce() + Send + 'static>(&self, f: F) -> bool {
+        self.execute_at(None, f)
+    }
+
+    /// [`execute`](Self::execute) for `cpu`, as [`queue_on`](Self::queue_on).
+    pub fn execute_on<F: FnOnce() + Send + 'static>(
+        &self,
+        cpu: usize,
+        f: F,
+    ) -> Result<bool, Error> {
+        self.check_cpu(cpu)?;
+        Ok(self.execute_at(Some(cpu), f))
+    }
+
+    fn execute_at<F: FnOnce() + Send + 'static>(&self, cpu: Option<usize>, f: F) -> bool {
+        spawn::execute(f, |item| self.inner.queue_claimed(item, cpu, false))
     }
 
     fn spawn_at<F, T>(&self, cpu: Option<usize>, f: F) -> JoinHandle<T>

@@ -78,7 +78,7 @@
 //!
 //! Nothing: no thread, no socket, and `build()` reads one cached flag.
 
-pub mod proto;
+mod proto;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;

@@ -376,3 +376,19 @@ mod tests {
         assert!(r.error.unwrap().contains("unknown knob \"colour\""));
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+        /// Any bytes: the handler answers with an error or a reply, never panics.
+        #[test]
+        fn handler_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let r = super::handle_line(&bytes);
+            prop_assert!(r.ok || r.error.is_some());
+        }
+    }
+}
