@@ -174,7 +174,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     // The results are printed even when the plot cannot be written after all
     // (the directory went away during the run); its error comes last.
     let plotted = match &a.plot {
-        Some(path) => std::fs::write(path, bench::svg::render(&report))
+        Some(path) => std::fs::write(path, bench::svg::render(&report, &crate::provenance()))
             .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display())),
         None => Ok(()),
     };

@@ -158,7 +158,8 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
 
     // ps lists it, serving.
     let ps: serde_json::Value = serde_json::from_str(&p.ok(&["ps", "--json"])).unwrap();
-    let me = ps
+    assert_eq!(ps["schema"], "cmwq-ps/1");
+    let me = ps["processes"]
         .as_array()
         .unwrap()
         .iter()

@@ -45,6 +45,7 @@ pub mod snapshot;
 mod spawn;
 mod timer;
 pub mod topology;
+mod trace;
 mod watchdog;
 mod work;
 mod workqueue;

@@ -33,6 +33,7 @@ use crate::sched;
 use crate::spawn::{self, JoinHandle};
 use crate::timer;
 use crate::topology::{Scope, Topology};
+use crate::trace;
 use crate::work::{Work, WorkInner};
 
 /// The kernel's `WQ_MAX_ACTIVE` (2048 since the 2026 patch).
@@ -990,6 +991,7 @@ impl WorkqueueBuilder {
             self.priority
         };
         let (prio, prio_note) = priority::resolve(priority::requested(want, nice)?, self.fallback)?;
+        trace::priority_fallback(&self.name, prio_note.as_deref());
         let custom = self.topology.is_some();
         let topo = self
             .topology
@@ -1373,6 +1375,7 @@ impl WqInner {
         }
         *self.prio.lock().unwrap_or_else(|e| e.into_inner()) = (prio, note);
         self.max_active.store(new.max_active, Ordering::SeqCst);
+        trace::attrs_changed(&self.name, &new);
         *cur = new;
         drop(cur);
         for n in 0..self.nodes.len() {
@@ -1411,6 +1414,7 @@ fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
             std::thread::park();
             continue;
         };
+        trace::rescue(pool_id, &w.name);
         if let Some(pool) = pool::get_pool(pool_id)
             && pool.rescue(slot, &w)
         {
@@ -1764,6 +1768,7 @@ impl Workqueue {
                 }
             }
         }
+        trace::max_active_changed(&self.inner.name, n);
         self.reactivate();
         Ok(())
     }
@@ -2046,6 +2051,7 @@ impl WqInner {
     /// Reports a panic of one of this queue's items: to its own handler if it
     /// has one, else as [`report_panic`] does. Never unwinds.
     pub(crate) fn report_panic(&self, payload: Box<dyn Any + Send>) {
+        trace::work_panicked(&self.name, &*payload);
         let Some(h) = &self.panic_handler else {
             return report_panic(&self.name, payload);
         };

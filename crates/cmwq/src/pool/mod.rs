@@ -66,6 +66,7 @@ use lane::{Lane, LazyNow};
 
 use crate::priority::PoolPrio;
 use crate::sched;
+use crate::trace;
 use crate::watchdog;
 use crate::work::WorkInner;
 use crate::workqueue::WqInner;
@@ -1466,6 +1467,7 @@ impl Pool {
                 {
                     g.mark_out(i, BLOCKED_INTENSIVE, true);
                     g.pwqs[slot].stats.cpu_intensive += 1;
+                    trace::cpu_intensive(self.id, g.workers[i].tid, g.pwqs[slot].wq.as_deref());
                     kick = true;
                 }
             }
@@ -1473,6 +1475,7 @@ impl Pool {
                 Some('S' | 'D') if g.workers[i].blocked == 0 => {
                     g.mark_out(i, BLOCKED_SAMPLED, true);
                     g.pwqs[slot].stats.sampled += 1;
+                    trace::blocked_sampled(self.id, g.workers[i].tid, g.pwqs[slot].wq.as_deref());
                     kick = true;
                 }
                 Some(c) if c != 'S' && c != 'D' && g.workers[i].blocked & BLOCKED_SAMPLED != 0 => {
@@ -1532,6 +1535,7 @@ impl Pool {
             w.run(self);
         }
         for wq in mayday {
+            trace::mayday(self.id, &wq.name);
             wq.wake_rescuer();
         }
         starving
@@ -1629,6 +1633,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         busy: false,
         lent: false,
     };
+    trace::worker_created(pool.id, me);
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].tid = sched::gettid();
@@ -1645,6 +1650,7 @@ fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 // Leave if idle beyond the cull rule, or if the pool was let go
                 // (also when that happened while this worker was busy).
                 if (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
+                    trace::worker_culled(pool.id, me, g.dying);
                     g.leave_idle(me);
                     g.workers[me].state = WState::Exited;
                     g.workers[me].thread = None;
