@@ -68,9 +68,10 @@ pub struct BenchArgs {
     pub cache_shard_size: Option<usize>,
     /// cmwq: how each item is submitted: `work` (a `Work` per in-flight slot,
     /// made once and re-queued, as the kernel's `queue_work` of a
-    /// `work_struct`) or `spawn` (`Workqueue::spawn` of a one-off closure per
-    /// item, what the peers are given)
-    #[arg(long, value_name = "HOW", default_value = "work", value_parser = ["work", "spawn"])]
+    /// `work_struct`), `spawn` (`Workqueue::spawn` of a one-off closure per
+    /// item, its handle dropped) or `execute` (`Workqueue::execute`: a one-off
+    /// closure with no handle, as the peers' fire-and-forget closures)
+    #[arg(long, value_name = "HOW", default_value = "work", value_parser = ["work", "spawn", "execute"])]
     pub submit: String,
 }
 
@@ -88,6 +89,7 @@ pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
     c.wake_under_lock = a.wake == "under-lock";
     c.unmanaged = a.unbound_concurrency == "unmanaged";
     c.spawn = a.submit == "spawn";
+    c.execute = a.submit == "execute";
     c.cache_shard_size = a.cache_shard_size;
     if let Some(spec) = &c.synthetic {
         cmwq::topology::Topology::from_synthetic(spec).map_err(|e| format!("--synthetic: {e}"))?;
@@ -172,7 +174,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     // The results are printed even when the plot cannot be written after all
     // (the directory went away during the run); its error comes last.
     let plotted = match &a.plot {
-        Some(path) => std::fs::write(path, bench::svg::render(&report))
+        Some(path) => std::fs::write(path, bench::svg::render(&report, &crate::provenance()))
             .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display())),
         None => Ok(()),
     };

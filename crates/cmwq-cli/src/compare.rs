@@ -18,17 +18,19 @@ use crate::presets;
 /// Arguments of `cmwq compare`.
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
-    /// A seed experiment: `wake` (seed 000: `bench --wake deferred` as A against
-    /// `--wake under-lock` as B, one table per scope); `shard` (seed 002: scope
-    /// cache against cache_shard at each of --shard-sizes, mean and stdev of the
-    /// per-round change); `priority` (seed 004: `latency` at normal against high
-    /// and fifo priority under CPU hogs, fio's clat lines); `qpw-cost` and
-    /// `qpw-isolation` (seed 003: `percpu cost`/`percpu isolation` with
+    /// A ready-made experiment on one of the kernel changes cmwq carries: `wake`
+    /// (worker wakeups outside the pool lock: `bench --wake deferred` as A against
+    /// `--wake under-lock` as B, one table per scope); `shard` (the cache_shard
+    /// affinity scope: scope cache against cache_shard at each of --shard-sizes,
+    /// mean and stdev of the per-round change); `priority` (the SCHED_FIFO switch
+    /// for high-priority pools: `latency` at normal against high and fifo
+    /// priority under CPU hogs, fio's clat lines); `qpw-cost` and
+    /// `qpw-isolation` (QPW per-CPU state: `percpu cost`/`percpu isolation` with
     /// `--mode local` as A against `--mode qpw` as B; in user space both take
     /// the slot lock on the fast path, so `qpw-cost` is an A/A check and the
     /// lock's cost is `percpu cost --mode all`'s no-lock row). `--a` adds arguments
     /// to the baseline side of a preset, `--b` to the other sides. `icache`
-    /// (seed 001: the unlock path out of line as A against the `inline-unlock`
+    /// (the pool lock's unlock path out of line as A against the `inline-unlock`
     /// build as B: code size, instructions, L1i misses, throughput on a resident
     /// and a front-end-bound workload).
     #[arg(long, value_name = "NAME", value_parser = ["wake", "shard", "priority", "qpw-cost", "qpw-isolation", "icache"], conflicts_with_all = ["a_cmd", "b_cmd"])]
@@ -302,8 +304,15 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             .iter()
             .map(|s| format!("{}: {}", s.label, display_argv(s)))
             .collect();
-        let svg =
-            cmwq_lab::plot::strip_plot("cmwq compare: every run", &labels, &records, &metrics);
+        let notes = crate::provenance();
+        let svg = cmwq_lab::plot::strip_plot(&cmwq_lab::plot::StripPlot {
+            title: "cmwq compare: every run, and each experiment against the baseline",
+            notes: &notes,
+            sides: &labels,
+            records: &records,
+            metrics: &metrics,
+            tables: &tables,
+        });
         plotted = std::fs::write(path, svg)
             .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display()));
     }

@@ -41,15 +41,32 @@ pub struct MonitorArgs {
         default_value_t = 1.0
     )]
     pub interval: f64,
-    /// One JSON object per workqueue and interval instead of tables.
-    #[arg(short = 'j', long = "json")]
+    /// One JSON object per workqueue and interval instead of tables
+    /// (the same as `--format json`).
+    #[arg(short = 'j', long = "json", conflicts_with = "format")]
     pub json: bool,
+    /// `table` (wq_monitor.py's), `json` (as --json), or `openmetrics`: one
+    /// scrape of the workqueue and pool counters in the OpenMetrics text
+    /// format (Prometheus' exposition), then exit.
+    #[arg(long, value_enum, default_value_t = MonitorFormat::Table)]
+    pub format: MonitorFormat,
     /// Stop after this many tables (default: until interrupted or the process exits).
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
     /// Only workqueues whose name matches one of these regular expressions.
     #[arg(value_name = "REGEX")]
     pub patterns: Vec<String>,
+}
+
+/// Output of `cmwq monitor`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MonitorFormat {
+    /// wq_monitor.py's table.
+    Table,
+    /// One JSON object per workqueue and interval (schema cmwq-monitor/1).
+    Json,
+    /// One OpenMetrics scrape, ending in `# EOF`.
+    Openmetrics,
 }
 
 /// Arguments of `cmwq set`.
@@ -118,13 +135,34 @@ fn snapshot_of(pid: Option<u32>) -> Result<Snapshot, String> {
     }
 }
 
+/// Schema tag of `cmwq dump --json` (SCHEMA.md).
+pub const DUMP_SCHEMA: &str = "cmwq-dump/1";
+/// Schema tag of each line of `cmwq monitor --json` (SCHEMA.md).
+pub const MONITOR_SCHEMA: &str = "cmwq-monitor/1";
+/// Schema tag of `cmwq set --json` (SCHEMA.md).
+pub const SET_SCHEMA: &str = "cmwq-set/1";
+/// Schema tag of `cmwq ps --json` (SCHEMA.md).
+pub const PS_SCHEMA: &str = "cmwq-ps/1";
+
+/// A JSON document with its `"schema"` tag first, then `doc`'s own fields.
+#[derive(serde::Serialize)]
+struct Tagged<'a, T: serde::Serialize> {
+    schema: &'static str,
+    #[serde(flatten)]
+    doc: &'a T,
+}
+
 /// Runs `cmwq dump`.
 pub fn dump(a: DumpArgs) -> Result<(), String> {
     let s = snapshot_of(a.pid)?;
     if a.json {
+        let doc = Tagged {
+            schema: DUMP_SCHEMA,
+            doc: &s,
+        };
         println!(
             "{}",
-            serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
     } else {
         print!("{}", render_dump(&s));
@@ -563,6 +601,7 @@ fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> s
         "timestamp".into(),
         (cur.taken_unix_ms as f64 / 1000.0).into(),
     );
+    m.insert("schema".into(), MONITOR_SCHEMA.into());
     m.insert("name".into(), w.name.clone().into());
     m.insert("unbound".into(), w.unbound.into());
     m.insert("mem_reclaim".into(), w.mem_reclaim.into());
@@ -612,6 +651,15 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
         ));
     }
     let filter = Filter::new(&a.patterns)?;
+    if a.format == MonitorFormat::Openmetrics {
+        let mut s = Client::connect(a.pid)
+            .and_then(|mut c| c.snapshot())
+            .map_err(|e| e.to_string())?;
+        s.workqueues.retain(|w| filter.matches(&w.name));
+        print!("{}", s.to_openmetrics());
+        return Ok(());
+    }
+    let json = a.json || a.format == MonitorFormat::Json;
     // A connection per sample: the server closes idle connections after
     // control::IDLE_TIMEOUT, and intervals may be longer.
     let sample = || Client::connect(a.pid).and_then(|mut c| c.snapshot());
@@ -632,7 +680,7 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
             Err(e) => return Err(e.to_string()),
         };
         let mut text = String::new();
-        if a.json {
+        if json {
             for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
                 let _ = writeln!(text, "{}", monitor_json(prev.as_ref(), &cur, w));
             }
@@ -680,9 +728,13 @@ pub fn set(a: SetArgs) -> Result<(), String> {
         .set(&a.workqueue, &a.knob, &value)
         .map_err(|e| e.to_string())?;
     if a.json {
+        let doc = Tagged {
+            schema: SET_SCHEMA,
+            doc: &attrs,
+        };
         println!(
             "{}",
-            serde_json::to_string_pretty(&attrs).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
     } else {
         let mask = match a.knob.as_str() {
@@ -732,9 +784,14 @@ pub fn ps(a: PsArgs) -> Result<(), String> {
         })
         .collect();
     if a.json {
+        let doc = serde_json::json!({
+            "schema": PS_SCHEMA,
+            "socket_dir": control::socket_dir(),
+            "processes": rows,
+        });
         println!(
             "{}",
-            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
         return Ok(());
     }

@@ -4,7 +4,7 @@
 //! with ripgrep, not an error; 1 with `cmwq: <message>` on stderr when the
 //! command failed; 2 for a command line clap refuses.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod bench;
 mod compare;
@@ -20,7 +20,7 @@ mod topology;
 #[command(
     name = "cmwq",
     version,
-    about = "cmwq: the kernel's workqueue in user space, and its lab",
+    about = "The kernel's concurrency-managed workqueue in user space, and its lab",
     after_help = "Exit status: 0 on success, and when stdout's reader went away (cmwq ... | head); \
                   1 with `cmwq: <message>` on stderr when the command failed; 2 for a bad command line."
 )]
@@ -35,11 +35,14 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// A/B comparison of two configurations or two commands: interleaved runs, medians, Mann-Whitney and bootstrap verdicts.
     Compare(compare::CompareArgs),
-    /// Per-CPU state with QPW (seed 003): fast-path cost and isolation of a pinned loop, Local vs Qpw.
+    /// Per-CPU state with QPW (a remote drain takes the slot's lock instead of queueing work
+    /// on that CPU): fast-path cost and isolation of a pinned loop, Local vs Qpw.
     Percpu(percpu::PercpuArgs),
-    /// Latency under load: small work items queued while CPU hogs load every CPU (fio's clat lines, seed 004).
+    /// Latency under CPU hogs at normal, high or SCHED_FIFO priority (the SCHED_FIFO switch
+    /// for high-priority pools): fio's clat lines for small work items.
     Latency(latency::LatencyArgs),
-    /// Run one workload of the icache study (seed 001): `resident` or `frontend`.
+    /// Run one workload of the icache study (the pool lock's unlock-and-wake path inlined or
+    /// not): `resident` or `frontend`.
     IcacheWorkload(icache::WorkloadArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
@@ -51,9 +54,76 @@ enum Cmd {
     Set(control::SetArgs),
     /// The processes of this user that serve a cmwq control endpoint.
     Ps(control::PsArgs),
+    /// Print a shell completion script, e.g. `cmwq completions bash > /etc/bash_completion.d/cmwq`.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `cmwq man | man -l -`; with --dir, write one page per command there.
+    Man(ManArgs),
     /// A process with a few busy workqueues that serves the control endpoint (tests, demos).
     #[command(name = "__control-child", hide = true)]
     ControlChild(control::ChildArgs),
+}
+
+/// Arguments of `cmwq completions`.
+#[derive(clap::Args, Debug)]
+struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// Arguments of `cmwq man`.
+#[derive(clap::Args, Debug)]
+struct ManArgs {
+    /// Write `cmwq.1` and a `cmwq-COMMAND.1` page per command into this
+    /// directory instead of printing `cmwq.1`.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
+}
+
+/// Runs `cmwq completions`: the script for `a.shell`, from the clap definitions.
+fn completions(a: CompletionsArgs) -> Result<(), String> {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "cmwq", &mut out);
+    print!("{}", String::from_utf8_lossy(&out));
+    Ok(())
+}
+
+/// Runs `cmwq man`: the roff page(s), from the clap definitions.
+fn man(a: ManArgs) -> Result<(), String> {
+    let cmd = Cli::command();
+    match a.dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir).map_err(|e| format!("{}: {e}", dir.display()))
+        }
+        None => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut out)
+                .map_err(|e| e.to_string())?;
+            print!("{}", String::from_utf8_lossy(&out));
+            Ok(())
+        }
+    }
+}
+
+/// The provenance lines of a plot: the machine, the commit this binary was
+/// built from, and the command line that ran.
+pub(crate) fn provenance() -> Vec<String> {
+    let command: Vec<String> = std::env::args()
+        .enumerate()
+        .map(|(i, a)| {
+            if i == 0 {
+                "cmwq".to_string()
+            } else if a.is_empty() || a.contains(char::is_whitespace) {
+                format!("{a:?}")
+            } else {
+                a
+            }
+        })
+        .collect();
+    cmwq_lab::plot::provenance(env!("CMWQ_BUILD_COMMIT"), &command.join(" "))
 }
 
 /// Whether a panic is std's `failed printing to stdout` on a closed pipe
@@ -96,6 +166,8 @@ fn main() {
         Cmd::Monitor(a) => control::monitor(a),
         Cmd::Set(a) => control::set(a),
         Cmd::Ps(a) => control::ps(a),
+        Cmd::Completions(a) => completions(a),
+        Cmd::Man(a) => man(a),
         Cmd::ControlChild(a) => control::child(a),
     };
     if let Err(e) = res {

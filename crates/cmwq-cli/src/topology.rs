@@ -9,8 +9,8 @@
 //! CPUs (`wq_dump.py` lists possible ones), and `wq_unbound_cpumask` is the
 //! online CPUs (narrowed by `--affinity` / `--cpus`).
 //!
-//! `--json` prints the same data for scripts:
-//! `{"source", "online", "default_scope", "cache_shard_size", "scopes": {NAME:
+//! `--json` prints the same data for scripts (schema `cmwq-topology/1`,
+//! documented in SCHEMA.md): `{"schema", "source", "online", "default_scope", "cache_shard_size", "scopes": {NAME:
 //! {"pods", "pod_node", "cpu_pod"}}}` plus `possible`, `nr_cpu_ids`,
 //! `summary`, `notes` and `machine`.  `cache_shard_size` is the size used
 //! (a requested 0 shows as 1, as the kernel turns 0 into 1).
@@ -128,11 +128,15 @@ fn js(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
+/// Schema tag of `cmwq topology --json` (SCHEMA.md).
+pub const TOPOLOGY_SCHEMA: &str = "cmwq-topology/1";
+
 /// Writes the JSON by hand so keys keep a reading order (scopes in kernel
 /// order, `cpu_pod` by CPU number).
 fn json(topo: &Topology, dfl: Scope, size: usize, scopes: &[(Scope, PodType)]) -> String {
     let (wmin, wmax) = topo.smt_width();
     let mut s = String::from("{\n");
+    let _ = writeln!(s, "  \"schema\": {},", js(&TOPOLOGY_SCHEMA));
     let _ = writeln!(s, "  \"source\": {},", js(&topo.source()));
     let _ = writeln!(s, "  \"online\": {},", js(&topo.online()));
     let _ = writeln!(s, "  \"possible\": {},", js(&topo.possible()));

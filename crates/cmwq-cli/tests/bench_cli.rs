@@ -109,6 +109,9 @@ fn json_parses_and_plot_is_written() {
     );
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<svg") && s.contains("polyline"));
+    // Where it came from, and a note instead of whiskers for one round.
+    assert!(s.contains("machine: ") && s.contains("commit: ") && s.contains("command: cmwq bench"));
+    assert!(s.contains("Note: one round") && !s.contains(r#"class="whisker""#));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -281,6 +281,24 @@ fn plot_has_a_point_per_successful_run() {
     let x_panel = &x_panel[..x_panel.find("</g>").unwrap()];
     assert_eq!(x_panel.matches(r#"data-side="0""#).count(), 3);
     assert_eq!(x_panel.matches(r#"data-side="1""#).count(), 3);
+    // Each panel states B's delta, verdict and the better direction; x (10
+    // and 20 every run) has no direction; wall s is lower = better.
+    assert!(x_panel.contains(r#"class="verdict""#), "{x_panel}");
+    assert!(x_panel.contains("B vs A: +100.00% "), "{x_panel}");
+    assert!(x_panel.contains("(no better direction)"), "{x_panel}");
+    let wall = &s[s.find(r#"data-metric="wall s""#).unwrap()..];
+    let wall = &wall[..wall.find("</g>").unwrap()];
+    assert!(wall.contains("(lower = better)"), "{wall}");
+    assert!(
+        ["** (", "ns (", "flat ("].iter().any(|v| wall.contains(v)),
+        "{wall}"
+    );
+    // Non-negative metrics: no negative tick anywhere.
+    for t in s.split(r#"class="tick""#).skip(1) {
+        let t = &t[t.find('>').unwrap() + 1..t.find('<').unwrap()];
+        assert!(!t.starts_with('-'), "negative tick {t}");
+    }
+    assert!(s.contains("command: cmwq compare"));
 
     let out = cmwq(&[
         "compare",

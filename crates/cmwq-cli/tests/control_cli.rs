@@ -158,7 +158,8 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
 
     // ps lists it, serving.
     let ps: serde_json::Value = serde_json::from_str(&p.ok(&["ps", "--json"])).unwrap();
-    let me = ps
+    assert_eq!(ps["schema"], "cmwq-ps/1");
+    let me = ps["processes"]
         .as_array()
         .unwrap()
         .iter()
@@ -371,7 +372,7 @@ fn other_users_and_missing_endpoints_are_refused_clearly() {
     // Another uid: only possible to try as root (setuid to nobody). The 0700
     // directory stops it before SO_PEERCRED is reached; the peer-uid check
     // itself is tested in-process (control_proto.rs).
-    if cmwq::sched::euid() == 0 {
+    if euid() == 0 {
         use std::os::unix::process::CommandExt;
         match Command::new(BIN)
             .args(["dump", "--pid", &pid])
@@ -489,7 +490,7 @@ fn child_in_tmpdir(tmpdir: &std::path::Path) -> std::process::Output {
 #[test]
 fn a_squatted_temp_dir_is_refused_with_what_to_set() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let name = format!("cmwq-{}", cmwq::sched::euid());
+    let name = format!("cmwq-{}", euid());
     let refused = |t: &std::path::Path, why: &str| {
         let o = child_in_tmpdir(t);
         let e = String::from_utf8_lossy(&o.stderr).to_string();
@@ -505,7 +506,7 @@ fn a_squatted_temp_dir_is_refused_with_what_to_set() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let m = std::fs::symlink_metadata(t.path().join(&name)).unwrap();
     assert!(m.file_type().is_dir());
-    assert_eq!((m.uid(), m.mode() & 0o7777), (cmwq::sched::euid(), 0o700));
+    assert_eq!((m.uid(), m.mode() & 0o7777), (euid(), 0o700));
 
     // Made by someone with mode 0777.
     let t = tempfile::tempdir().unwrap();
@@ -524,7 +525,7 @@ fn a_squatted_temp_dir_is_refused_with_what_to_set() {
     assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0, "nothing made");
 
     // Owned by another user, mode 0700: only root can set that up.
-    if cmwq::sched::euid() == 0 {
+    if euid() == 0 {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().join(&name);
         std::fs::create_dir(&d).unwrap();
@@ -612,4 +613,14 @@ fn set_cpumask_takes_the_form_dump_prints_and_echoes_the_form_given() {
     let e = p.err(&["set", "--pid", &pid, "ctl_wide", "nice", "-99"]);
     assert!(e.contains("out of range"), "{e}");
     assert_eq!(mask(), vec![3, 4, 5, 40]);
+}
+
+/// The effective user id of this process (`/proc/self/status`, `Uid:`'s second field).
+fn euid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
+        .expect("an effective uid")
 }

@@ -373,7 +373,7 @@ fn build_wq(
     let st = wq.stats();
     // Nice-0 pools keep the nice their threads inherit (a run under `nice -n
     // 5` has workers at 5): say what they really run at.
-    let inherited = cmwq::sched::current_nice();
+    let inherited = crate::bench::sys::current_nice();
     let at = if st.priority == "nice 0" && inherited != 0 {
         format!("nice {inherited} (inherited; nice-0 pools keep the process's nice)")
     } else {

@@ -122,7 +122,7 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
 
 /// The soft limit of `resource`; `None` when unlimited or unknown.
 fn rlimit(resource: libc::__rlimit_resource_t) -> Option<u64> {
-    cmwq::sched::rlimit_cur(resource).filter(|&v| v != libc::RLIM_INFINITY)
+    crate::bench::sys::rlimit_cur(resource).filter(|&v| v != libc::RLIM_INFINITY)
 }
 
 /// Sets this process's address-space limit (`RLIMIT_AS`, soft and hard) to

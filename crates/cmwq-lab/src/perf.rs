@@ -1,6 +1,7 @@
 //! Hardware counters of a child command through `perf_event_open(2)`, the way
-//! `perf stat CMD` counts them, with a thin hand-written wrapper (no perf
-//! library): cycles, instructions (→ IPC), L1i read misses split into user and
+//! `perf stat CMD` counts them, with a thin wrapper over the system call
+//! (`perf_event_attr` and its constants from the `perf-event-open-sys`
+//! bindings of the kernel's UAPI header; no perf library): cycles, instructions (→ IPC), L1i read misses split into user and
 //! kernel, and the TopdownL1 frontend-bound share where the PMU exposes it.
 //!
 //! # How the child is counted
@@ -66,55 +67,18 @@ pub const COUNTER_METRICS: [&str; 6] = [
     "frontend bound %",
 ];
 
-/// `perf_event_attr`, `PERF_ATTR_SIZE_VER5` (112 bytes): every field up to
-/// `sample_max_stack`. The kernel accepts this size from every 4.x+ kernel.
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    type_: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    /// The bit field: disabled, inherit, pinned, ..., enable_on_exec, ...
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved_2: u16,
-}
+use perf_event_open_sys::bindings::{
+    self as perf, PERF_COUNT_HW_CACHE_L1I, PERF_COUNT_HW_CACHE_OP_READ,
+    PERF_COUNT_HW_CACHE_RESULT_MISS, PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS,
+    PERF_FLAG_FD_CLOEXEC, PERF_FORMAT_TOTAL_TIME_ENABLED, PERF_FORMAT_TOTAL_TIME_RUNNING,
+    PERF_TYPE_HARDWARE, PERF_TYPE_HW_CACHE,
+};
 
-const PERF_TYPE_HARDWARE: u32 = 0;
-const PERF_TYPE_HW_CACHE: u32 = 3;
-const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
-const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
-const PERF_COUNT_HW_CACHE_L1I: u64 = 1;
-const PERF_COUNT_HW_CACHE_OP_READ: u64 = 0;
-const PERF_COUNT_HW_CACHE_RESULT_MISS: u64 = 1;
-/// `PERF_COUNT_HW_CACHE_L1I | (OP_READ << 8) | (RESULT_MISS << 16)`.
-const L1I_READ_MISS: u64 = PERF_COUNT_HW_CACHE_L1I
-    | (PERF_COUNT_HW_CACHE_OP_READ << 8)
-    | (PERF_COUNT_HW_CACHE_RESULT_MISS << 16);
-
-const FLAG_DISABLED: u64 = 1 << 0;
-const FLAG_INHERIT: u64 = 1 << 1;
-const FLAG_EXCLUDE_USER: u64 = 1 << 4;
-const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
-const FLAG_EXCLUDE_HV: u64 = 1 << 6;
-const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
-
-const PERF_FORMAT_TOTAL_TIME_ENABLED: u64 = 1 << 0;
-const PERF_FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+/// The generalized L1i read-miss event: `PERF_COUNT_HW_CACHE_L1I | (OP_READ
+/// << 8) | (RESULT_MISS << 16)`, as `perf_event_open(2)` composes cache events.
+const L1I_READ_MISS: u64 = PERF_COUNT_HW_CACHE_L1I as u64
+    | ((PERF_COUNT_HW_CACHE_OP_READ as u64) << 8)
+    | ((PERF_COUNT_HW_CACHE_RESULT_MISS as u64) << 16);
 
 const SYSFS_CPU_PMU: &str = "/sys/bus/event_source/devices/cpu";
 
@@ -140,13 +104,13 @@ struct Spec {
 const SPECS: [Spec; 6] = [
     Spec {
         name: "cycles",
-        source: Source::Generic(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
+        source: Source::Generic(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES as u64),
         exclude_user: false,
         exclude_kernel: false,
     },
     Spec {
         name: "instructions",
-        source: Source::Generic(PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS),
+        source: Source::Generic(PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS as u64),
         exclude_user: false,
         exclude_kernel: false,
     },
@@ -266,6 +230,27 @@ fn sysfs_event(name: &str) -> Result<(u32, u64, f64), String> {
     Ok((ty, config, scale))
 }
 
+/// The `perf_event_attr` of one counter: disabled until this thread's children
+/// `exec`, inherited by them, read with its enabled and running times. The
+/// layout and the bit-field setters come from the kernel's UAPI header,
+/// through perf-event-open-sys's generated bindings.
+fn attr(ty: u32, config: u64, spec: &Spec) -> perf::perf_event_attr {
+    let mut attr = perf::perf_event_attr {
+        type_: ty,
+        size: std::mem::size_of::<perf::perf_event_attr>() as u32,
+        config,
+        read_format: (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    attr.set_inherit(1);
+    attr.set_enable_on_exec(1);
+    attr.set_exclude_hv(1);
+    attr.set_exclude_user(u64::from(spec.exclude_user));
+    attr.set_exclude_kernel(u64::from(spec.exclude_kernel));
+    attr
+}
+
 /// Opens one counter on the calling thread: disabled until this thread's
 /// children `exec`, inherited by them.
 fn open(spec: &Spec) -> Result<(OwnedFd, f64), String> {
@@ -273,32 +258,18 @@ fn open(spec: &Spec) -> Result<(OwnedFd, f64), String> {
         Source::Generic(t, c) => (t, c, 1.0),
         Source::Sysfs(name) => sysfs_event(name)?,
     };
-    let mut flags = FLAG_DISABLED | FLAG_INHERIT | FLAG_ENABLE_ON_EXEC | FLAG_EXCLUDE_HV;
-    if spec.exclude_user {
-        flags |= FLAG_EXCLUDE_USER;
-    }
-    if spec.exclude_kernel {
-        flags |= FLAG_EXCLUDE_KERNEL;
-    }
-    let attr = PerfEventAttr {
-        type_: ty,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config,
-        read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
-        flags,
-        ..PerfEventAttr::default()
-    };
+    let mut attr = attr(ty, config, spec);
     // SAFETY: `attr` is a fully initialised `perf_event_attr` of the size its
-    // `size` field states, alive for the call; the other arguments are plain
-    // integers (this thread, any CPU, no group, close-on-exec).
+    // `size` field states, alive and exclusively borrowed for the call; the
+    // other arguments are plain integers (this thread, any CPU, no group,
+    // close-on-exec).
     let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
+        perf_event_open_sys::perf_event_open(
+            &mut attr,
             0 as libc::pid_t,
             -1 as libc::c_int,
             -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
+            libc::c_ulong::from(PERF_FLAG_FD_CLOEXEC),
         )
     };
     if fd < 0 {
@@ -306,7 +277,7 @@ fn open(spec: &Spec) -> Result<(OwnedFd, f64), String> {
         return Err(reason(errno));
     }
     // SAFETY: the syscall returned a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     Ok((fd, scale))
 }
 
@@ -450,9 +421,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn attr_has_the_ver5_size() {
-        assert_eq!(std::mem::size_of::<PerfEventAttr>(), 112);
+    fn attrs_count_the_child_only_and_split_user_from_kernel() {
         assert_eq!(L1I_READ_MISS, 0x10001);
+        let user = SPECS.iter().find(|s| s.name == "L1i misses user").unwrap();
+        let a = attr(PERF_TYPE_HW_CACHE, L1I_READ_MISS, user);
+        assert!(a.size >= perf::PERF_ATTR_SIZE_VER5, "{}", a.size);
+        assert_eq!((a.type_, a.config), (PERF_TYPE_HW_CACHE, 0x10001));
+        assert_eq!(
+            (
+                a.disabled(),
+                a.inherit(),
+                a.enable_on_exec(),
+                a.exclude_hv()
+            ),
+            (1, 1, 1, 1)
+        );
+        assert_eq!((a.exclude_user(), a.exclude_kernel()), (0, 1));
+        assert_eq!(a.read_format, 0b11, "time enabled and running");
+        // The bits where perf_event_open(2) documents them in the flags word.
+        let word = a._bitfield_1.get(0, 64);
+        assert_eq!(word, 1 | 1 << 1 | 1 << 5 | 1 << 6 | 1 << 12, "{word:#x}");
+        let kernel = SPECS
+            .iter()
+            .find(|s| s.name == "L1i misses kernel")
+            .unwrap();
+        let k = attr(PERF_TYPE_HW_CACHE, L1I_READ_MISS, kernel);
+        assert_eq!((k.exclude_user(), k.exclude_kernel()), (1, 0));
     }
 
     #[test]

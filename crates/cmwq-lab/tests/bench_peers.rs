@@ -59,8 +59,27 @@ fn check(cfg: &BenchConfig) {
     for n in &names {
         assert!(t.lines().any(|l| l.starts_with(n)), "table lacks {n}:\n{t}");
     }
-    let svg = bench::svg::render(&report);
+    let svg = bench::svg::render(&report, &["machine: test".to_string()]);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    // Readable at a glance: provenance, non-negative 1-2-5 ticks from 0, an
+    // axis title on each of the four axes, a note instead of whiskers when
+    // one round cannot show a spread.
+    assert!(svg.contains("machine: test"));
+    let ticks: Vec<&str> = svg
+        .split(r#"class="tick""#)
+        .skip(1)
+        .map(|t| &t[t.find('>').unwrap() + 1..t.find('<').unwrap()])
+        .collect();
+    assert_eq!(ticks.first(), Some(&"0"), "{ticks:?}");
+    assert!(ticks.iter().all(|t| !t.starts_with('-')), "{ticks:?}");
+    assert_eq!(svg.matches(r#"class="axis-title""#).count(), 4);
+    assert!(svg.contains("higher = better"));
+    let one_round = cfg.rounds < 2;
+    assert_eq!(svg.contains("Note: one round"), one_round);
+    assert_eq!(
+        svg.contains(r#"class="whisker""#),
+        !one_round && !report.rows.is_empty()
+    );
 }
 
 #[test]

@@ -20,16 +20,27 @@ use std::sync::mpsc;
 
 use cmwq::{Priority, Work, Workqueue};
 
+/// How the calling thread is scheduled, from `/proc/thread-self/stat`: its
+/// nice value (field 19) and policy (field 41: 0 other, 1 FIFO, 2 RR).
+fn my_sched() -> String {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    // The fields after the parenthesised command name start at field 3.
+    let rest = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+    let field = |n: usize| rest.split_whitespace().nth(n - 3).unwrap_or("?");
+    let policy = match field(41) {
+        "0" => "SCHED_OTHER",
+        "1" => "SCHED_FIFO",
+        "2" => "SCHED_RR",
+        _ => "policy ?",
+    };
+    format!("{policy}, nice {}", field(19))
+}
+
 /// Runs one item on `wq` and returns how its worker thread is scheduled.
 fn worker_sched(wq: &Workqueue) -> String {
     let (tx, rx) = mpsc::channel();
     let w = Work::new(move || {
-        let policy = if cmwq::sched::is_realtime() {
-            "SCHED_FIFO"
-        } else {
-            "SCHED_OTHER"
-        };
-        let _ = tx.send(format!("{policy}, nice {}", cmwq::sched::current_nice()));
+        let _ = tx.send(my_sched());
     });
     wq.queue(&w);
     w.flush();

@@ -1,10 +1,12 @@
-//! One-off jobs with `Workqueue::spawn`: join a handle, or `.await` it.
+//! One-off jobs with `Workqueue::spawn`: join a handle, or `.await` it; and
+//! `Workqueue::execute` for jobs nobody waits for.
 //!
 //! Run with `cargo run -p cmwq --example spawn`.
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
@@ -35,6 +37,17 @@ fn main() {
         a.await.unwrap() + b.await.unwrap()
     });
     println!("awaited: {total}");
+
+    // Fire and forget: no handle to hold; `flush` waits for them all.
+    let hits = Arc::new(AtomicU64::new(0));
+    for _ in 0..1000 {
+        let hits = hits.clone();
+        wq.execute(move || {
+            hits.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    wq.flush();
+    println!("executed: {}", hits.load(Ordering::Relaxed));
 }
 
 /// Polls `f` on this thread, parking until its waker is called.

@@ -40,11 +40,12 @@ mod error;
 mod params;
 pub mod percpu;
 mod priority;
-pub mod sched;
+mod sched;
 pub mod snapshot;
 mod spawn;
 mod sync;
 pub mod topology;
+mod trace;
 mod types;
 
 // `crate::work` is the path `spawn` knows the work cell by.
@@ -62,11 +63,12 @@ const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
 
 pub use engine::{
     BlockingGuard, DFL_SPREAD_THRESH, DelayedWork, MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK,
-    Work, Workqueue, WorkqueueBuilder, blocking, cpu_intensive_thresh, debug_fail_worker_creation,
-    debug_kill_next_worker, panic_reports_failed, set_cpu_intensive_thresh, set_idle_timeout,
-    set_panic_hook, set_spread_thresh, spread_thresh, system, system_highpri, system_long,
-    system_unbound, watchdog_ticks, workqueue_names,
+    Work, Workqueue, WorkqueueBuilder, blocking, cpu_intensive_thresh, panic_reports_failed,
+    set_cpu_intensive_thresh, set_idle_timeout, set_panic_hook, set_spread_thresh, spread_thresh,
+    system, system_highpri, system_long, system_unbound, watchdog_ticks, workqueue_names,
 };
+#[cfg(feature = "failure-injection")]
+pub use engine::{debug_fail_worker_creation, debug_kill_next_worker};
 pub use error::Error;
 pub use params::check_env;
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};

@@ -7,6 +7,8 @@
 //! The cases with another owner need `chown`, so they run only as root (and
 //! say so when skipped).
 
+mod common;
+
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
@@ -32,7 +34,7 @@ fn refused(dir: &Path) -> String {
 }
 
 fn root() -> bool {
-    let r = cmwq::sched::euid() == 0;
+    let r = common::euid() == 0;
     if !r {
         eprintln!("not root: skipped the cases that need another owner (chown)");
     }

@@ -2,6 +2,8 @@
 //! the CPU-intensive tick, CPU time accounting, and no polling while idle.
 //! Tests here share the process-wide watchdog, so they run one at a time.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -14,9 +16,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Burns `d` of this thread's CPU time (not wall time: a preempted burn still
 /// burns the full amount).
 fn burn_cpu(d: Duration) {
-    let me = cmwq::sched::gettid();
-    let t0 = cmwq::sched::thread_cpu_time(me).unwrap();
-    while cmwq::sched::thread_cpu_time(me).unwrap() - t0 < d {
+    let me = common::gettid();
+    let t0 = common::thread_cpu_time(me).unwrap();
+    while common::thread_cpu_time(me).unwrap() - t0 < d {
         for _ in 0..1000 {
             std::hint::spin_loop();
         }

@@ -6,17 +6,19 @@
 //! its counters. Counts are bounded, never durations. On a machine with one
 //! CPU a pod has a single lane and these tests say so and return.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
 use cmwq::topology::Scope;
-use cmwq::{Work, Workqueue, sched};
+use cmwq::{Work, Workqueue};
 
 /// The CPUs this process may run on (the pod of the `cache` scope here).
 fn cpus() -> Vec<usize> {
-    sched::affinity_of(0).unwrap_or_else(|_| vec![0])
+    common::affinity_of(0).unwrap_or_else(|_| vec![0])
 }
 
 fn two_cpus() -> Option<(usize, usize)> {
@@ -67,10 +69,10 @@ fn an_item_runs_on_the_cpu_that_queued_it() {
     for &c in &[a, b] {
         let wq = wq.clone();
         let on_queuer = thread::spawn(move || {
-            sched::set_affinity(&[c]).unwrap();
+            common::set_affinity(&[c]).unwrap();
             let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
             let r = ran_on.clone();
-            let w = Work::new(move || r.store(sched::current_cpu(), Ordering::SeqCst));
+            let w = Work::new(move || r.store(common::current_cpu(), Ordering::SeqCst));
             let mut same = 0;
             for _ in 0..per_cpu {
                 assert!(wq.queue(&w));
@@ -107,14 +109,14 @@ fn a_lagging_cpu_spreads_its_items_over_the_pod() {
         .map(|_| {
             let seen = cpus_seen.clone();
             Work::new(move || {
-                seen.lock().unwrap().insert(sched::current_cpu());
+                seen.lock().unwrap().insert(common::current_cpu());
                 spin_us(500);
             })
         })
         .collect();
     let wq2 = wq.clone();
     thread::spawn(move || {
-        sched::set_affinity(&[a]).unwrap();
+        common::set_affinity(&[a]).unwrap();
         for w in &works {
             assert!(wq2.queue(w));
         }
@@ -223,7 +225,7 @@ fn stress_round(wq: &Workqueue, works: &Arc<Vec<Work>>, probes: &[Arc<Probe>]) {
         .map(|(t, c)| {
             let (wq, works, probes) = (wq.clone(), works.clone(), probes.to_vec());
             thread::spawn(move || {
-                sched::set_affinity(&[c]).unwrap();
+                common::set_affinity(&[c]).unwrap();
                 for k in 0..per_thread {
                     let i = (t * 7 + k * 5) % works.len();
                     if wq.queue(&works[i]) {
@@ -272,7 +274,7 @@ fn ordered_order_holds_across_lanes() {
         .map(|(p, c)| {
             let (wq, log) = (wq.clone(), log.clone());
             thread::spawn(move || {
-                sched::set_affinity(&[c]).unwrap();
+                common::set_affinity(&[c]).unwrap();
                 // One work per item: an ordered queue runs them in queue order.
                 let works: Vec<Work> = (0..300)
                     .map(|seq| {

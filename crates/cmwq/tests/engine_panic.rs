@@ -9,6 +9,8 @@
 //! [`within`], which fails the test after a generous minute: a deadlock
 //! detector, not a timing assert.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -66,7 +68,7 @@ fn a_panicking_panic_hook_does_not_kill_the_worker() {
     let failed_before = cmwq::panic_reports_failed();
     within("hook panics", || {
         // Pinned, so both items go to the same per-CPU pool of system().
-        cmwq::sched::set_affinity(&[cmwq::sched::current_cpu()]).unwrap();
+        common::set_affinity(&[common::current_cpu()]).unwrap();
         let bad = Work::new(|| panic!("item panics"));
         assert!(cmwq::system().queue(&bad));
         bad.flush();

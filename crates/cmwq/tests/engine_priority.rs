@@ -2,6 +2,8 @@
 //! highpri policy, and what happens without the permission. The policy is
 //! process-wide, so the tests run one at a time.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use cmwq::{Error, HighpriPolicy, Priority, Work, Workqueue};
@@ -153,7 +155,7 @@ fn without_permission_the_builder_errors_or_falls_back() {
             .build();
         // Lowering nice needs the permission too, even to a positive value:
         // from nice 10 (inherited by the probe), nice 3 is refused.
-        cmwq::sched::set_nice(10).unwrap();
+        common::set_nice(10).unwrap();
         let lower = Workqueue::builder("prio-denied-lower")
             .unbound()
             .nice(3)
@@ -162,7 +164,7 @@ fn without_permission_the_builder_errors_or_falls_back() {
             matches!(lower, Err(Error::PriorityDenied { .. })),
             "nice 3 from nice 10 without CAP_SYS_NICE: {lower:?}"
         );
-        cmwq::sched::set_nice(0).ok();
+        common::set_nice(0).ok();
         Some((denied.map(|_| ()), denied_high.map(|_| ()), fell))
     })
     .join()

@@ -3,6 +3,8 @@
 //! once creation works again. Worker creation failure is process-wide, so this
 //! file holds one test.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -106,7 +108,7 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
     // Queue from every CPU, so each lane pool of the pod has a reason to
     // start a worker (pools start workers when work arrives; the default
     // pool serves only queuers outside the cpumask, so none here).
-    let cpus = cmwq::sched::affinity_of(0).unwrap();
+    let cpus = common::affinity_of(0).unwrap();
     let serving: Vec<u32> = reclaim.cpu_pools().0.into_iter().flatten().collect();
     assert!(wait_for(|| reclaim
         .pool_counts()
@@ -117,7 +119,7 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
             for &c in &cpus {
                 let (wq, w) = (reclaim.clone(), w.clone());
                 thread::spawn(move || {
-                    cmwq::sched::set_affinity(&[c]).unwrap();
+                    common::set_affinity(&[c]).unwrap();
                     wq.queue(&w);
                 })
                 .join()

@@ -4,6 +4,8 @@
 //! as hang detection (`wait_until`, 10 s) or as short windows that give a broken
 //! engine the chance to misbehave (a sleep before checking that nothing ran).
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
@@ -577,7 +579,7 @@ fn wq_flush_waits_only_for_earlier_work() {
     let tid = Arc::new(AtomicUsize::new(0));
     let (wq2, tid2) = (wq.clone(), tid.clone());
     let (flushed, h) = spawn_flagged(move || {
-        tid2.store(cmwq::sched::gettid() as usize, Ordering::SeqCst);
+        tid2.store(common::gettid() as usize, Ordering::SeqCst);
         wq2.flush();
     });
     wait_until("flusher tid", || tid.load(Ordering::SeqCst) != 0);

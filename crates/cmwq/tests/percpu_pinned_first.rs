@@ -4,6 +4,8 @@
 //!
 //! Its own test binary: the process topology is computed once.
 
+mod common;
+
 use cmwq::percpu::{Mode, PerCpu};
 
 #[test]
@@ -15,14 +17,14 @@ fn a_pinned_first_user_does_not_narrow_the_process_topology() {
     }
     let (first, other) = (cpus[0], cpus[1]);
     let pc = std::thread::spawn(move || {
-        cmwq::sched::set_affinity(&[first]).unwrap();
+        common::set_affinity(&[first]).unwrap();
         PerCpu::new(Mode::Local, |_| 0u64).unwrap()
     })
     .join()
     .unwrap();
     // From the (unpinned) main thread: a drain of the other CPU runs there,
     // as a work item on its bound pool, not on the caller.
-    let ran_on = pc.drain_on(other, |_| cmwq::sched::current_cpu()).unwrap();
+    let ran_on = pc.drain_on(other, |_| common::current_cpu()).unwrap();
     let st = pc.stats();
     assert_eq!((st.queued, st.on_caller), (1, 0), "{st:?}");
     assert_eq!(ran_on, other);

@@ -40,6 +40,7 @@ impl ExecutorFactory for CmwqFactory {
             virt,
             producers: ctx.producers,
             spawn: ctx.spawn,
+            execute: ctx.execute,
         }))
     }
 }
@@ -88,6 +89,8 @@ struct CmwqExec {
     producers: usize,
     /// `--submit spawn`: a one-off closure per item.
     spawn: bool,
+    /// `--submit execute`: a one-off closure per item, with no handle.
+    execute: bool,
 }
 
 /// A producer's work items, one per in-flight slot, created once and re-queued.
@@ -111,11 +114,12 @@ impl Executor for CmwqExec {
             .virt
             .as_ref()
             .map(|v| v[(id * v.len() / self.producers.max(1)) % v.len()]);
-        if self.spawn {
+        if self.spawn || self.execute {
             return Box::new(SpawnProducer {
                 wq: &self.wq,
                 done,
                 cpu,
+                handle: self.spawn,
             });
         }
         let works = (0..slots)
@@ -143,6 +147,8 @@ struct SpawnProducer<'a> {
     wq: &'a cmwq::Workqueue,
     done: Arc<Completion>,
     cpu: Option<usize>,
+    /// `spawn` (a handle, dropped) rather than `execute` (none).
+    handle: bool,
 }
 
 impl Producer for SpawnProducer<'_> {
@@ -150,6 +156,17 @@ impl Producer for SpawnProducer<'_> {
     fn submit(&mut self, _slot: usize) {
         let d = self.done.clone();
         let job = move || d.complete();
+        if !self.handle {
+            let queued = match self.cpu {
+                Some(c) => self
+                    .wq
+                    .execute_on(c, job)
+                    .expect("cmwq: a synthetic CPU of the run has a pool"),
+                None => self.wq.execute(job),
+            };
+            assert!(queued, "bench_wq refused a job");
+            return;
+        }
         let h = match self.cpu {
             Some(c) => self
                 .wq
@@ -192,6 +209,7 @@ mod tests {
             wake_under_lock: false,
             unmanaged: false,
             spawn: false,
+            execute: false,
             cache_shard_size: shard,
             cpus: &cpus,
         };

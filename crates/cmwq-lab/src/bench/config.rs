@@ -66,6 +66,11 @@ pub struct BenchConfig {
     /// made once per slot (`--submit work`, the kernel's shape).
     #[serde(default)]
     pub spawn: bool,
+    /// cmwq: submit each item with `Workqueue::execute`, a one-off closure
+    /// with no handle (`--submit execute`), as the peers' fire-and-forget
+    /// `spawn`/`execute`.
+    #[serde(default)]
+    pub execute: bool,
     /// A run in which no item completes for this long fails instead of hanging
     /// (default [`STALL_TIMEOUT`](super::runner::STALL_TIMEOUT); not in the JSON).
     #[serde(skip)]
@@ -90,6 +95,7 @@ impl BenchConfig {
             unmanaged: false,
             cache_shard_size: None,
             spawn: false,
+            execute: false,
             stall_timeout: super::runner::STALL_TIMEOUT,
         }
     }

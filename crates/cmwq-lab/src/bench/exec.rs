@@ -77,6 +77,8 @@ pub struct BuildCtx<'a> {
     /// cmwq only: submit one-off closures with `spawn` instead of re-queueing
     /// a `Work` per slot.
     pub spawn: bool,
+    /// cmwq only: submit handle-less one-off closures with `execute`.
+    pub execute: bool,
     /// The CPUs this process may run on, in ascending order (producer `i` is pinned
     /// to `cpus[i % cpus.len()]`).
     pub cpus: &'a [usize],

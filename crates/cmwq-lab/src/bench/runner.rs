@@ -360,6 +360,7 @@ pub fn run_once(
         wake_under_lock: cfg.wake_under_lock,
         unmanaged: cfg.unmanaged,
         spawn: cfg.spawn,
+        execute: cfg.execute,
         cache_shard_size: cfg.cache_shard_size,
         cpus,
     };

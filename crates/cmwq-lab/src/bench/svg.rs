@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::runner::Report;
-use crate::plot::{PALETTE, esc, nice_max};
+use crate::plot::{PALETTE, esc, nice_ticks, tick_labels};
 
 const W: f64 = 960.0;
 const PANEL_H: f64 = 340.0;
@@ -39,10 +39,13 @@ fn row_label(r: &super::summary::RowSummary) -> String {
     }
 }
 
-/// Render the report as an SVG document.
-pub fn render(report: &Report) -> String {
+/// Render the report as an SVG document; `notes` go under the title (the
+/// machine, the commit and the command: [`crate::plot::provenance`]).
+pub fn render(report: &Report, notes: &[String]) -> String {
     let rows = &report.rows;
-    let h = 2.0 * PANEL_H + 40.0;
+    let head = 14.0 * notes.len() as f64;
+    let one_round = report.config.rounds < 2;
+    let h = 2.0 * PANEL_H + 60.0 + head;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -60,28 +63,63 @@ pub fn render(report: &Report) -> String {
         c.workers,
         c.rounds
     );
+    for (i, n) in notes.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text class="note" x="{}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+            W / 2.0,
+            36.0 + 14.0 * i as f64,
+            esc(n)
+        );
+    }
 
     // Panel 1: throughput bars with whiskers.
-    let top = 40.0;
+    let top = 56.0 + head;
     let plot_h = PANEL_H - 80.0;
     let plot_w = W - LEFT - 40.0;
-    let ymax = nice_max(rows.iter().map(|r| r.items_per_sec.max).fold(0.0, f64::max));
+    let (ticks, step) = nice_ticks(
+        0.0,
+        rows.iter().map(|r| r.items_per_sec.max).fold(0.0, f64::max),
+    );
+    let ymax = ticks[ticks.len() - 1];
     let y = |v: f64| top + plot_h - v / ymax * plot_h;
+    let whiskers = if one_round {
+        "one round: bars only, no whiskers"
+    } else {
+        "bar = median, whiskers = min..max over rounds"
+    };
     let _ = writeln!(
         s,
-        r#"<text x="{LEFT}" y="{}" >items/s (median, whiskers min..max)</text>"#,
+        r#"<text x="{LEFT}" y="{}" >items/s per executor and scope ({whiskers}); higher = better</text>"#,
         top - 6.0
     );
-    for i in 0..=5 {
-        let v = ymax * i as f64 / 5.0;
+    for (&v, label) in ticks.iter().zip(tick_labels(&ticks, step)) {
         let yy = y(v);
         let _ = writeln!(
             s,
-            r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text class="tick" x="{}" y="{:.1}" text-anchor="end">{label}</text>"##,
             LEFT + plot_w,
             LEFT - 4.0,
             yy + 4.0,
-            super::report::si(v)
+        );
+    }
+    let (tx, ty) = (18.0, top + plot_h / 2.0);
+    let _ = writeln!(
+        s,
+        r##"<text class="axis-title" x="{tx}" y="{ty:.1}" text-anchor="middle" transform="rotate(-90 {tx} {ty:.1})" fill="#444">items/s</text>"##
+    );
+    let _ = writeln!(
+        s,
+        r##"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">executor/scope</text>"##,
+        LEFT + plot_w / 2.0,
+        top + plot_h + 76.0
+    );
+    if one_round {
+        let _ = writeln!(
+            s,
+            r##"<text class="note" x="{:.1}" y="{:.1}" text-anchor="end" fill="#a00">Note: one round, so there is no spread to show; run --rounds 3 or more to see the noise.</text>"##,
+            LEFT + plot_w,
+            top + 10.0
         );
     }
     let n = rows.len().max(1) as f64;
@@ -103,18 +141,20 @@ pub fn render(report: &Report) -> String {
             m.max
         );
         let xc = x0 + bw / 2.0;
-        let _ = writeln!(
-            s,
-            r#"<path d="M{xc:.1} {:.1}V{:.1}M{:.1} {:.1}h{:.1}M{:.1} {:.1}h{:.1}" stroke="black" fill="none"/>"#,
-            y(m.min),
-            y(m.max),
-            xc - 5.0,
-            y(m.min),
-            10.0,
-            xc - 5.0,
-            y(m.max),
-            10.0
-        );
+        if !one_round {
+            let _ = writeln!(
+                s,
+                r#"<path class="whisker" d="M{xc:.1} {:.1}V{:.1}M{:.1} {:.1}h{:.1}M{:.1} {:.1}h{:.1}" stroke="black" fill="none"/>"#,
+                y(m.min),
+                y(m.max),
+                xc - 5.0,
+                y(m.min),
+                10.0,
+                xc - 5.0,
+                y(m.max),
+                10.0
+            );
+        }
         let label = row_label(r);
         let ly = top + plot_h + 12.0;
         let _ = writeln!(
@@ -125,7 +165,7 @@ pub fn render(report: &Report) -> String {
     }
 
     // Panel 2: round-trip distribution: log time on x, log tail (1 - q) on y.
-    let top2 = top + PANEL_H + 30.0;
+    let top2 = top + PANEL_H + 40.0;
     let plot_w2 = W - LEFT - RIGHT;
     let all = rows
         .iter()
@@ -144,8 +184,19 @@ pub fn render(report: &Report) -> String {
     let y2 = |q: f64| top2 + plot_h - tail(q) / TAIL_MAX * plot_h;
     let _ = writeln!(
         s,
-        r#"<text x="{LEFT}" y="{}">round trip (queue to completion seen): quantile vs latency, median round of each row</text>"#,
+        r#"<text x="{LEFT}" y="{}">round trip (queue to completion seen), median round of each row: further left = better</text>"#,
         top2 - 6.0
+    );
+    let (tx, ty) = (18.0, top2 + plot_h / 2.0);
+    let _ = writeln!(
+        s,
+        r##"<text class="axis-title" x="{tx}" y="{ty:.1}" text-anchor="middle" transform="rotate(-90 {tx} {ty:.1})" fill="#444">quantile (tail stretched)</text>"##
+    );
+    let _ = writeln!(
+        s,
+        r##"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">round-trip latency (log scale)</text>"##,
+        LEFT + plot_w2 / 2.0,
+        top2 + plot_h + 30.0
     );
     let mut d = l0 as i32;
     while d <= l1 as i32 {

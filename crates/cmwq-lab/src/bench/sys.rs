@@ -55,6 +55,29 @@ pub fn current_cpu() -> usize {
     if c < 0 { 0 } else { c as usize }
 }
 
+/// The soft limit of a resource (`RLIMIT_NPROC`, `RLIMIT_AS`, ...), `None` if
+/// it cannot be read.
+pub fn rlimit_cur(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct through a valid pointer.
+    let ok = unsafe { libc::getrlimit(resource, &mut r) } == 0;
+    ok.then_some(r.rlim_cur)
+}
+
+/// The nice value of the calling thread (Linux: nice is per thread), read
+/// from `/proc/thread-self/stat` (its 19th field); 0 if it cannot be read.
+pub fn current_nice() -> i32 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name start at the 3rd (state).
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(19 - 3))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Process-wide resource usage (all threads).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Usage {

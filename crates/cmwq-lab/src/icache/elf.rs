@@ -172,84 +172,23 @@ pub fn read(path: &std::path::Path) -> Result<ElfSizes, String> {
     parse(&b).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// A readable, build-independent name for a symbol: Rust's legacy mangling
-/// (`_ZN4cmwq4pool11unlock_wake17h<hash>E`) becomes `cmwq::pool::unlock_wake`
-/// without the hash (which changes with the crate's features, so the two
-/// builds would never match otherwise), LLVM's `.llvm.<n>` suffix is dropped,
-/// and common `$..$` escapes are undone. Other names are returned as they are.
+/// A readable, build-independent name for a symbol, demangled by
+/// `rustc-demangle` (Rust's legacy `_ZN..E` and v0 `_R..` manglings): legacy
+/// `_ZN4cmwq4pool11unlock_wake17h<hash>E` and v0 `_RNvNtCs<hash>_4cmwq4pool11unlock_wake`
+/// both become `cmwq::pool::unlock_wake`, without the hash or the crate
+/// disambiguator (which change with the crate's features, so the two builds
+/// would never match otherwise); LLVM's `.llvm.<n>` suffix is dropped. Other
+/// names (C symbols) are returned as they are.
 pub fn demangle(raw: &str) -> String {
     let base = match raw.find(".llvm.") {
         Some(i) => &raw[..i],
         None => raw,
     };
-    let Some(mut rest) = base.strip_prefix("_ZN") else {
-        return base.to_string();
-    };
-    let mut parts: Vec<String> = Vec::new();
-    loop {
-        if let Some(r) = rest.strip_prefix('E') {
-            if !r.is_empty() {
-                return base.to_string();
-            }
-            break;
-        }
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return base.to_string();
-        }
-        let Ok(n) = rest[..digits].parse::<usize>() else {
-            return base.to_string();
-        };
-        rest = &rest[digits..];
-        if rest.len() < n || !rest.is_char_boundary(n) {
-            return base.to_string();
-        }
-        parts.push(rest[..n].to_string());
-        rest = &rest[n..];
+    match rustc_demangle::try_demangle(base) {
+        // `{:#}`: without the hash / disambiguators.
+        Ok(d) => format!("{d:#}"),
+        Err(_) => base.to_string(),
     }
-    if let Some(last) = parts.last()
-        && last.len() == 17
-        && last.starts_with('h')
-        && last[1..].bytes().all(|c| c.is_ascii_hexdigit())
-    {
-        parts.pop();
-    }
-    parts
-        .iter()
-        .map(|p| {
-            unescape(
-                p.strip_prefix('_')
-                    .filter(|s| s.starts_with('$'))
-                    .unwrap_or(p),
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("::")
-}
-
-fn unescape(s: &str) -> String {
-    const ESC: [(&str, &str); 15] = [
-        ("$LT$", "<"),
-        ("$LP$", "("),
-        ("$RP$", ")"),
-        ("$GT$", ">"),
-        ("$RF$", "&"),
-        ("$BP$", "*"),
-        ("$C$", ","),
-        ("$SP$", "@"),
-        ("$u20$", " "),
-        ("$u27$", "'"),
-        ("$u3b$", ";"),
-        ("$u5b$", "["),
-        ("$u5d$", "]"),
-        ("$u7b$", "{"),
-        ("$u7d$", "}"),
-    ];
-    let mut out = s.replace("..", "::");
-    for (from, to) in ESC {
-        out = out.replace(from, to);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -356,6 +295,21 @@ mod tests {
     }
 
     #[test]
+    fn demangles_v0_rust_names() {
+        // Two builds of one function differ only in the crate disambiguator.
+        for sym in [
+            "_RNvNtCs1234_4cmwq4pool11unlock_wake",
+            "_RNvNtCsfFfFfFfF_4cmwq4pool11unlock_wake.llvm.42",
+        ] {
+            assert_eq!(demangle(sym), "cmwq::pool::unlock_wake", "{sym}");
+        }
+        assert_eq!(
+            demangle("_RNvMNtCs1234_4cmwq4workNtB2_4Work3new"),
+            "<cmwq::work::Work>::new"
+        );
+    }
+
+    #[test]
     fn demangles_legacy_rust_names() {
         assert_eq!(
             demangle("_ZN4cmwq4pool11unlock_wake17h52bb9a97cf851554E.llvm.7968135626270759774"),
@@ -374,6 +328,7 @@ mod tests {
             "<cmwq::work::Work as core::fmt::Debug>::fmt"
         );
         assert_eq!(demangle("memcpy"), "memcpy");
+        assert_eq!(demangle("memcpy.llvm.123"), "memcpy");
         assert_eq!(demangle("_ZN3foo"), "_ZN3foo");
         assert_eq!(demangle("_ZN99fooE"), "_ZN99fooE");
     }

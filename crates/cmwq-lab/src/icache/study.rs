@@ -659,7 +659,7 @@ impl Study {
         let s = &self.sizes;
         let mut out = String::new();
         out.push_str(&format!(
-            "icache study (seed 001): A = {} (unlock out of line), B = {} (inline-unlock)\n\n",
+            "icache study, the pool lock's unlock path inlined or not: A = {} (out of line), B = {} (inline-unlock)\n\n",
             self.config.a_bin.display(),
             self.config.b_bin.display()
         ));

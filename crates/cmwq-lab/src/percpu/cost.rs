@@ -18,8 +18,8 @@
 
 use serde::Serialize;
 
+use crate::bench::sys;
 use cmwq::percpu::PerCpu;
-use cmwq::sched;
 
 use super::Variant;
 use super::cache::{CAPACITY, Depot, Magazine, Obj};
@@ -141,7 +141,7 @@ impl Caches for Unlocked {
     #[inline]
     fn with<R>(&mut self, f: impl FnOnce(&mut Magazine) -> R) -> R {
         let n = self.0.len();
-        f(&mut self.0[sched::current_cpu() % n])
+        f(&mut self.0[sys::current_cpu() % n])
     }
 }
 
@@ -194,9 +194,9 @@ pub fn run_cost(
     let ticks_per_ns = clock::ticks_per_ns();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let cpu = sched::current_cpu();
+            let cpu = sys::current_cpu();
             // The report names this CPU: a failed pin would make it a lie.
-            sched::set_affinity(&[cpu]).map_err(|e| format!("pin to CPU {cpu}: {e}"))?;
+            sys::pin_current_thread(cpu)?;
             let mut subjects = Vec::new();
             for &v in &cfg.variants {
                 let subject = match v.mode() {

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::bench::sys;
 use cmwq::percpu::{Mode, PerCpu};
-use cmwq::sched;
 
 use super::cache::{CAPACITY, Depot, Magazine};
 use super::clock;
@@ -185,7 +185,7 @@ fn one_mode(cfg: &IsolationConfig, mode: Mode) -> Result<IsolationRow, String> {
 
     std::thread::scope(|s| {
         let looper = s.spawn(|| {
-            if let Err(e) = sched::set_affinity(&[pinned]) {
+            if let Err(e) = sys::pin_current_thread(pinned) {
                 ready.store(true, Ordering::Release);
                 stop.store(true, Ordering::Relaxed);
                 return Err(format!("pin to CPU {pinned}: {e}"));
@@ -209,7 +209,7 @@ fn one_mode(cfg: &IsolationConfig, mode: Mode) -> Result<IsolationRow, String> {
         });
         let drainer = s.spawn(|| {
             if let Some(c) = drainer_cpu {
-                sched::set_affinity(&[c]).map_err(|e| format!("pin to CPU {c}: {e}"))?;
+                sys::pin_current_thread(c)?;
             }
             while !ready.load(Ordering::Acquire) {
                 std::thread::yield_now();
@@ -221,7 +221,7 @@ fn one_mode(cfg: &IsolationConfig, mode: Mode) -> Result<IsolationRow, String> {
                 let (d, n) = (depot.clone(), on_pinned.clone());
                 let got = cache
                     .drain_all(move |_, m| {
-                        if sched::current_cpu() == pinned {
+                        if sys::current_cpu() == pinned {
                             n.fetch_add(1, Ordering::Relaxed);
                         }
                         m.drain(&d) as u64

@@ -5,7 +5,7 @@
 //! ones through sysfs while they run. A process using cmwq opts into the same
 //! with [`serve()`] (or `CMWQ_CONTROL=1`, read when the first workqueue is
 //! built): a thread listens on a Unix socket, `<pid>.sock` in [`socket_dir()`],
-//! and answers the requests of [`proto`] — a [`Snapshot`], or
+//! and answers the requests of the protocol (`Request`, `Response`) — a [`Snapshot`], or
 //! a knob to write. `cmwq dump`, `cmwq monitor`, `cmwq set` and `cmwq ps` are
 //! its clients ([`Client`], [`list_processes`]).
 //!
@@ -54,7 +54,7 @@
 //!
 //! # What a client cannot do to the process
 //!
-//! A request line longer than [`proto::MAX_REQUEST`] is refused and the
+//! A request line longer than [`MAX_REQUEST`] is refused and the
 //! connection closed, so memory per connection is bounded (the cpu-list
 //! parser's memory is bounded by the CPU id limit, not by the input); at most
 //! [`MAX_CONNECTIONS`] connections are served at once, each on its own thread;
@@ -78,7 +78,7 @@
 //!
 //! Nothing: no thread, no socket, and `build()` reads one cached flag.
 
-pub mod proto;
+mod proto;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
@@ -95,7 +95,9 @@ use crate::sched;
 use crate::snapshot::Snapshot;
 use crate::sync::Mutex;
 use crate::types::WqAttrs;
-pub use proto::{KNOBS, MAX_REQUEST, Request, Response, echo_cpumask, parse_hex_cpumask};
+pub use proto::{
+    KNOBS, MAX_REQUEST, Request, Response, echo_cpumask, parse_hex_cpumask, store_attr,
+};
 
 /// Connections served at once; more are told the server is busy.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -847,7 +849,7 @@ impl Client {
             .ok_or_else(|| ctl_err("snapshot", "the reply carries no snapshot"))
     }
 
-    /// Writes a knob of the workqueue `workqueue` (see [`proto`]); returns its
+    /// Writes a knob of the workqueue `workqueue` (see [`KNOBS`]); returns its
     /// attributes after the change.
     pub fn set(&mut self, workqueue: &str, knob: &str, value: &str) -> Result<WqAttrs, Error> {
         self.request(&Request::Set {

@@ -175,6 +175,15 @@ fn set_knob(name: &str, knob: &str, value: &str) -> Result<WqAttrs, String> {
     Ok(wq.attrs())
 }
 
+/// Writes the attribute `knob` of `wq` as writing its sysfs file
+/// (`/sys/bus/workqueue/devices/<name>/<knob>`) would: one of [`KNOBS`], the
+/// value in the file's form (`affinity_scope` takes a scope name or
+/// `default`, `cpumask` hex words). The error says why a value is refused.
+/// The C API's sysfs writes and the control endpoint's `set` both end here.
+pub fn store_attr(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
+    apply(wq, knob, value.trim())
+}
+
 fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
     let e = |e: crate::Error| e.to_string();
     match knob {
@@ -374,5 +383,21 @@ mod tests {
         );
         let r = handle_line(br#"{"op":"set","workqueue":"x","knob":"colour","value":"0"}"#);
         assert!(r.error.unwrap().contains("unknown knob \"colour\""));
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+        /// Any bytes: the handler answers with an error or a reply, never panics.
+        #[test]
+        fn handler_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let r = super::handle_line(&bytes);
+            prop_assert!(r.ok || r.error.is_some());
+        }
     }
 }

@@ -102,9 +102,10 @@ mod workqueue;
 // knobs that are built here. Everything else stays inside this folder.
 pub(crate) use pool::pool_snaps;
 pub use pool::{
-    BlockingGuard, DFL_SPREAD_THRESH, blocking, debug_fail_worker_creation, debug_kill_next_worker,
-    set_idle_timeout, set_spread_thresh, spread_thresh,
+    BlockingGuard, DFL_SPREAD_THRESH, blocking, set_idle_timeout, set_spread_thresh, spread_thresh,
 };
+#[cfg(feature = "failure-injection")]
+pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_ticks,
 };
@@ -113,7 +114,7 @@ pub use workqueue::{
     DelayedWork, Workqueue, WorkqueueBuilder, panic_reports_failed, set_panic_hook, system,
     system_highpri, system_long, system_unbound, workqueue_names,
 };
-pub(crate) use workqueue::{find_by_name, topology_snap, workqueue_snaps};
+pub(crate) use workqueue::{WqInner, find_by_name, topology_snap, workqueue_snaps};
 
 /// Calls from the engine into the layers above it, filled in by the crate
 /// root (`crate::ENGINE_HOOKS`), so that no module of the engine names them.

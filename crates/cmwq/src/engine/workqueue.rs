@@ -36,6 +36,7 @@ use crate::sched;
 use crate::spawn::{self, JoinHandle};
 use crate::sync::{Condvar, Mutex, RwLock};
 use crate::topology::{Scope, Topology};
+use crate::trace;
 use crate::types::{
     DFL_ACTIVE, MAX_ACTIVE, MIN_ACTIVE, PoolCounts, PwqStats, UnboundConcurrency, WakeMode,
     WorkqueueStats, WqAttrs, WqFlags,
@@ -863,6 +864,7 @@ impl WorkqueueBuilder {
             self.priority
         };
         let (prio, prio_note) = priority::resolve(priority::requested(want, nice)?, self.fallback)?;
+        trace::priority_fallback(&self.name, prio_note.as_deref());
         let custom = self.topology.is_some();
         let topo = self
             .topology
@@ -1238,6 +1240,7 @@ impl WqInner {
         }
         *self.prio.lock() = (prio, note);
         self.max_active.store(new.max_active, Ordering::Relaxed);
+        trace::attrs_changed(&self.name, &new);
         *cur = new;
         drop(cur);
         for n in 0..self.nodes.len() {
@@ -1272,6 +1275,7 @@ fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
             std::thread::park();
             continue;
         };
+        trace::rescue(pool_id, &w.name);
         if let Some(pool) = pool::get_pool(pool_id)
             && pool.rescue(slot, &w)
         {
@@ -1358,7 +1362,9 @@ impl Workqueue {
     /// Runs a one-off closure on this workqueue and returns a handle to its
     /// result (see [`JoinHandle`]). The job is an item of this queue:
     /// `max_active`, ordered order, [`flush`](Self::flush), [`drain`](Self::drain)
-    /// and destroy treat it as any other. One allocation per spawn.
+    /// and destroy treat it as any other. One allocation per spawn at most
+    /// (a thread reuses the cells of its finished jobs). Without a result to
+    /// wait for, [`execute`](Self::execute) is cheaper.
     ///
     /// Use a [`Work`] for an item that is queued again and again (it has the
     /// pending bit: queueing it while pending does nothing, and it can be
@@ -1389,6 +1395,44 @@ impl Workqueue {
     {
         self.check_cpu(cpu)?;
         Ok(self.spawn_at(Some(cpu), f))
+    }
+
+    /// Runs a one-off closure on this workqueue with no handle: fire and
+    /// forget, as rayon's `spawn` or `threadpool`'s `execute`. Cheaper than
+    /// [`spawn`](Self::spawn) (no result slot, nothing to detach); a panic goes
+    /// to the queue's panic handler and the process-wide hook, as a [`Work`]'s.
+    /// [`flush`](Self::flush) waits for it. False if the queue is draining and
+    /// refused it (the closure is dropped unrun).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let wq = cmwq::Workqueue::builder("execute_doc").unbound().build().unwrap();
+    /// let n = Arc::new(AtomicUsize::new(0));
+    /// for _ in 0..10 {
+    ///     let n = n.clone();
+    ///     assert!(wq.execute(move || { n.fetch_add(1, Ordering::Relaxed); }));
+    /// }
+    /// wq.flush();
+    /// assert_eq!(n.load(Ordering::Relaxed), 10);
+    /// ```
+    pub fn execute<F: FnOnce() + Send + 'static>(&self, f: F) -> bool {
+        self.execute_at(None, f)
+    }
+
+    /// [`execute`](Self::execute) for `cpu`, as [`queue_on`](Self::queue_on).
+    pub fn execute_on<F: FnOnce() + Send + 'static>(
+        &self,
+        cpu: usize,
+        f: F,
+    ) -> Result<bool, Error> {
+        self.check_cpu(cpu)?;
+        Ok(self.execute_at(Some(cpu), f))
+    }
+
+    fn execute_at<F: FnOnce() + Send + 'static>(&self, cpu: Option<usize>, f: F) -> bool {
+        spawn::execute(f, |item| self.inner.queue_claimed(item, cpu, false))
     }
 
     fn spawn_at<F, T>(&self, cpu: Option<usize>, f: F) -> JoinHandle<T>
@@ -1427,6 +1471,33 @@ impl Workqueue {
             timer::arm(&dw.work.0, &self.inner, None, delay);
             true
         }
+    }
+
+    /// [`queue_delayed`](Self::queue_delayed) for `cpu` (`queue_delayed_work_on`):
+    /// when the timer fires, the item goes to that CPU's pool (bound queue) or
+    /// pod (unbound queue), as [`queue_on`](Self::queue_on). False if already
+    /// pending or refused by a draining queue; a CPU with no pool is an error.
+    pub fn queue_delayed_on(
+        &self,
+        cpu: usize,
+        dw: &DelayedWork,
+        delay: Duration,
+    ) -> Result<bool, Error> {
+        self.check_cpu(cpu)?;
+        if !dw.work.0.try_claim() {
+            return Ok(false);
+        }
+        if delay.is_zero() {
+            return Ok(self.inner.queue_claimed(&dw.work.0, Some(cpu), false));
+        }
+        if self.inner.refuses_outsiders() {
+            self.inner.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            dw.work.0.clear_pending();
+            dw.work.0.finish_cycle();
+            return Ok(false);
+        }
+        timer::arm(&dw.work.0, &self.inner, Some(cpu), delay);
+        Ok(true)
     }
 
     /// Re-arms `dw` to run after `delay` whether or not it was pending
@@ -1558,6 +1629,7 @@ impl Workqueue {
                 }
             }
         }
+        trace::max_active_changed(&self.inner.name, n);
         self.reactivate();
         Ok(())
     }
@@ -1816,6 +1888,7 @@ impl WqInner {
     /// Reports a panic of one of this queue's items: to its own handler if it
     /// has one, else as [`report_panic`] does. Never unwinds.
     pub(crate) fn report_panic(&self, payload: Box<dyn Any + Send>) {
+        trace::work_panicked(&self.name, &*payload);
         let Some(h) = &self.panic_handler else {
             return report_panic(&self.name, payload);
         };

@@ -86,7 +86,7 @@
 
 mod mode;
 
-pub use mode::{Mode, PercpuError, QPW_ENV, parse_qpw};
+pub use mode::{Mode, PercpuError, QPW_ENV};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

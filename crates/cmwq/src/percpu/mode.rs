@@ -51,7 +51,7 @@ impl Mode {
 
 /// Parses a value of [`QPW_ENV`]: `0` is [`Mode::Local`], `1` is [`Mode::Qpw`]
 /// (surrounding whitespace ignored); anything else is [`PercpuError::BadEnv`].
-pub fn parse_qpw(value: &str) -> Result<Mode, PercpuError> {
+pub(crate) fn parse_qpw(value: &str) -> Result<Mode, PercpuError> {
     match value.trim() {
         "0" => Ok(Mode::Local),
         "1" => Ok(Mode::Qpw),
@@ -129,3 +129,21 @@ impl fmt::Display for PercpuError {
 }
 
 impl std::error::Error for PercpuError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_qpw_values_are_errors_naming_the_variable_and_value() {
+        assert_eq!(parse_qpw("0"), Ok(Mode::Local));
+        assert_eq!(parse_qpw("1"), Ok(Mode::Qpw));
+        assert_eq!(parse_qpw(" 1\n"), Ok(Mode::Qpw));
+        for bad in ["2", "yes", "", "qpw", "-1"] {
+            let e = parse_qpw(bad).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(QPW_ENV), "{msg}");
+            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
+        }
+    }
+}

@@ -678,8 +678,9 @@ pub fn set_idle_timeout(d: Duration) {
     );
 }
 
-/// Test hook: make worker creation fail (as if the thread limit were reached).
-#[doc(hidden)]
+/// Failure injection: make worker creation fail (as if the thread limit were
+/// reached). Only with the `failure-injection` feature, for tests and the lab.
+#[cfg(feature = "failure-injection")]
 pub fn debug_fail_worker_creation(fail: bool) {
     FAIL_CREATE.store(fail, Ordering::Relaxed);
 }
@@ -704,7 +705,8 @@ static DEBUG_KILL_WORKER: AtomicBool = AtomicBool::new(false);
 /// Test hook: the next worker to finish an item panics outside every
 /// `catch_unwind`, with the item's accounting not done (a bug in the engine
 /// would look like that). The pool must recover: see [`Pool::worker_died`].
-#[doc(hidden)]
+/// Only with the `failure-injection` feature, for tests and the lab.
+#[cfg(feature = "failure-injection")]
 pub fn debug_kill_next_worker() {
     DEBUG_KILL_WORKER.store(true, Ordering::Relaxed);
 }

@@ -17,6 +17,7 @@ use super::{
 use crate::engine::watchdog;
 use crate::engine::workqueue::WqInner;
 use crate::sched;
+use crate::trace;
 
 /// Items a rescuer runs from one pwq before it looks at the next (the kernel's batch).
 pub(crate) const RESCUE_BATCH: usize = 16;
@@ -78,6 +79,7 @@ impl Pool {
                 {
                     g.mark_out(i, BLOCKED_INTENSIVE, true);
                     g.pwqs[slot].stats.cpu_intensive += 1;
+                    trace::cpu_intensive(self.id, g.workers[i].tid, g.pwqs[slot].wq.as_deref());
                     kick = true;
                 }
             }
@@ -85,6 +87,7 @@ impl Pool {
                 Some('S' | 'D') if g.workers[i].blocked == 0 => {
                     g.mark_out(i, BLOCKED_SAMPLED, true);
                     g.pwqs[slot].stats.sampled += 1;
+                    trace::blocked_sampled(self.id, g.workers[i].tid, g.pwqs[slot].wq.as_deref());
                     kick = true;
                 }
                 Some(c) if c != 'S' && c != 'D' && g.workers[i].blocked & BLOCKED_SAMPLED != 0 => {
@@ -144,6 +147,7 @@ impl Pool {
             w.run(self);
         }
         for wq in mayday {
+            trace::mayday(self.id, &wq.name);
             wq.wake_rescuer();
         }
         starving

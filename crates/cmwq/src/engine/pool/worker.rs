@@ -20,6 +20,7 @@ use crate::engine::workqueue::WqInner;
 use crate::priority::PoolPrio;
 use crate::sched;
 use crate::sync::MutexGuard;
+use crate::trace;
 
 /// Items a lent worker takes from a lagging lane pool before it goes home to
 /// look at its own lane (it is lent again if the lane still lags).
@@ -141,6 +142,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         busy: false,
         lent: false,
     };
+    trace::worker_created(pool.id, me);
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].tid = sched::gettid();
@@ -156,6 +158,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 // Leave if idle beyond the cull rule, or if the pool was let go
                 // (also when that happened while this worker was busy).
                 if (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
+                    trace::worker_culled(pool.id, me, g.dying);
                     g.leave_idle(me);
                     g.workers[me].state = WState::Exited;
                     g.workers[me].thread = None;

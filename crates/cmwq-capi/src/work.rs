@@ -1,0 +1,742 @@
+//! `struct work_struct`, its carriers, and the work calls of the C API
+//! (`queue_work_on`, `flush_work`, `cancel_work_sync`, `disable_work`, ...).
+//! The protocol is described in the crate docs; the rules it keeps:
+//!
+//! - a carrier is returned only when its cycles and users are both zero, and
+//!   both change only under its lock, so nobody can use a carrier that is on
+//!   a free list or lent to another item (`owner` is checked under the lock);
+//! - once a queue call has handed the item to the engine, or a sync call has
+//!   waited, nothing touches the `work_struct` again: its callback may free
+//!   it at any moment. Returning a carrier touches only the carrier, so a
+//!   `work_struct` may keep a stale pointer, which every use checks;
+//! - the `work_struct`'s lock bit is held only around its disable depth and
+//!   the lending of a carrier. A disable applied while a carrier is lent is
+//!   also applied to the carrier's engine item (`edis`), whose state word
+//!   refuses a racing queue atomically; a carrier undoes those when it
+//!   goes back to a free list.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_ulong, c_void};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use cmwq::DelayedWork;
+
+use crate::tsan;
+use crate::wq::CWq;
+
+/// The C function a work item runs.
+type WorkFunc = unsafe extern "C" fn(*mut WorkStruct);
+
+/// `struct work_struct` as the header lays it out. `INIT_WORK` writes zeros
+/// to `data` and `carrier` and the function to `func`.
+#[repr(C)]
+pub struct WorkStruct {
+    /// Bit 0: the lock bit; bits 16 and up: the disable depth.
+    data: AtomicUsize,
+    /// The carrier lent to this item, or a stale pointer (checked on use).
+    carrier: AtomicPtr<Carrier>,
+    /// The callback (`work_func_t`).
+    func: AtomicUsize,
+}
+
+/// `struct delayed_work`: a `work_struct` first, as in the kernel.
+#[repr(C)]
+pub struct DelayedWorkStruct {
+    work: WorkStruct,
+}
+
+const LOCK: usize = 1;
+const DISABLE_ONE: usize = 1 << 16;
+
+/// The lock bit of a `work_struct`, held for as long as the guard lives.
+struct WsLock<'a>(&'a WorkStruct);
+
+impl<'a> WsLock<'a> {
+    fn new(ws: &'a WorkStruct) -> WsLock<'a> {
+        let mut spins = 0u32;
+        loop {
+            let cur = ws.data.load(Ordering::Relaxed);
+            if cur & LOCK == 0
+                && ws
+                    .data
+                    .compare_exchange_weak(cur, cur | LOCK, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return WsLock(ws);
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    fn disabled(&self) -> bool {
+        self.0.data.load(Ordering::Relaxed) >= DISABLE_ONE
+    }
+}
+
+impl Drop for WsLock<'_> {
+    fn drop(&mut self) {
+        self.0.data.fetch_and(!LOCK, Ordering::Release);
+    }
+}
+
+/// Counts of a carrier, under its lock.
+struct CState {
+    /// Callers inside a call on this carrier.
+    users: u32,
+    /// Queue cycles the engine holds (pending or running). Signed: a
+    /// callback may end its cycle before the queueing caller counts it.
+    cycles: i64,
+    /// Engine-level disables applied for the owner's `disable_work`s.
+    edis: u32,
+}
+
+/// What the engine queues for a C work item while it is busy.
+pub(crate) struct Carrier {
+    st: Mutex<CState>,
+    /// The `work_struct` this carrier is lent to (0: on a free list).
+    /// Written under `st`.
+    owner: AtomicUsize,
+    /// Free-list link, written under the free list's lock.
+    next: AtomicPtr<Carrier>,
+    dw: OnceLock<DelayedWork>,
+}
+
+impl Carrier {
+    fn dw(&self) -> &DelayedWork {
+        self.dw.get().expect("set when the carrier is made")
+    }
+
+    fn addr(&self) -> *const c_void {
+        self as *const Carrier as *const c_void
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CState> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The worker's end of a cycle: touches only the carrier.
+    fn end_cycle(&'static self) {
+        self.settle(0, -1);
+    }
+
+    /// Changes the counts; returns the carrier to a free list when both are
+    /// zero. Never touches the `work_struct`.
+    fn settle(&'static self, users: i32, cycles: i64) {
+        let mut g = self.lock();
+        // The carrier's lock orders us after every callback that ended on it.
+        tsan::acquire(self.addr());
+        g.users = g.users.wrapping_add_signed(users);
+        g.cycles += cycles;
+        if g.users == 0 && g.cycles == 0 {
+            self.owner.store(0, Ordering::Release);
+            for _ in 0..std::mem::take(&mut g.edis) {
+                self.dw().enable();
+            }
+            drop(g);
+            free_list_push(self);
+        }
+    }
+
+    /// A caller is done with the carrier; its cycles changed by `delta`.
+    fn put(&'static self, delta: i64) {
+        self.settle(-1, delta);
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*mut WorkStruct> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// What a carrier's engine item runs.
+fn run(c: &'static Carrier) {
+    let ws = c.owner.load(Ordering::Acquire) as *mut WorkStruct;
+    tsan::acquire(c.addr());
+    if !ws.is_null() {
+        // SAFETY: a carrier with an open cycle is lent to `ws`, and the user
+        // keeps a pending item alive until its callback has started.
+        let f = unsafe { (*ws).func.load(Ordering::Relaxed) };
+        if f == 0 {
+            eprintln!("cmwq: work item {ws:p} has no function (INIT_WORK missing?)");
+        } else {
+            let prev = CURRENT.with(|cur| cur.replace(ws));
+            // SAFETY: `func` was written by INIT_WORK from a `work_func_t`,
+            // and it is called with the item it was set on, as the kernel does.
+            unsafe {
+                let f: WorkFunc = std::mem::transmute::<usize, WorkFunc>(f);
+                f(ws);
+            }
+            CURRENT.with(|cur| cur.set(prev));
+        }
+    }
+    // From here on `ws` may be freed: only the carrier is touched.
+    tsan::release(c.addr());
+    tsan::release(tsan::any_callback());
+    c.end_cycle();
+}
+
+// ---- free lists ----
+
+#[repr(align(64))]
+struct FreeList(Mutex<usize>);
+
+fn lists() -> &'static [FreeList] {
+    static L: OnceLock<Box<[FreeList]>> = OnceLock::new();
+    L.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
+        (0..n).map(|_| FreeList(Mutex::new(0))).collect()
+    })
+}
+
+fn this_list() -> usize {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    cpu.max(0) as usize % lists().len()
+}
+
+fn free_list_push(c: &'static Carrier) {
+    let l = &lists()[this_list()];
+    let mut head = l.0.lock().unwrap_or_else(|e| e.into_inner());
+    c.next.store(*head as *mut Carrier, Ordering::Relaxed);
+    *head = c as *const Carrier as usize;
+}
+
+fn pop(l: &FreeList) -> Option<&'static Carrier> {
+    let mut head = l.0.lock().unwrap_or_else(|e| e.into_inner());
+    if *head == 0 {
+        return None;
+    }
+    // SAFETY: only leaked (never freed) carriers are pushed on a list.
+    let c: &'static Carrier = unsafe { &*(*head as *const Carrier) };
+    *head = c.next.load(Ordering::Relaxed) as usize;
+    Some(c)
+}
+
+/// A free carrier: this CPU's list, then the others', then a new one.
+fn take_carrier() -> &'static Carrier {
+    let ls = lists();
+    let me = this_list();
+    for i in 0..ls.len() {
+        if let Some(c) = pop(&ls[(me + i) % ls.len()]) {
+            return c;
+        }
+    }
+    let c: &'static Carrier = Box::leak(Box::new(Carrier {
+        st: Mutex::new(CState {
+            users: 0,
+            cycles: 0,
+            edis: 0,
+        }),
+        owner: AtomicUsize::new(0),
+        next: AtomicPtr::new(std::ptr::null_mut()),
+        dw: OnceLock::new(),
+    }));
+    let _ = c.dw.set(DelayedWork::new(move || run(c)));
+    c
+}
+
+// ---- lending, under the work_struct's lock ----
+
+/// The carrier lent to `ws`, with one more user; None when it has none.
+fn find(l: &WsLock<'_>) -> Option<&'static Carrier> {
+    let ws = l.0;
+    let p = ws.carrier.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: carriers are never freed, so even a stale pointer is valid;
+    // whether it is still ours is checked under its lock.
+    let c: &'static Carrier = unsafe { &*p };
+    let mut g = c.lock();
+    if c.owner.load(Ordering::Relaxed) == ws as *const WorkStruct as usize {
+        g.users += 1;
+        Some(c)
+    } else {
+        // Idle: the worker that returned this carrier took its lock after
+        // the callback, and so did we; tell TSan (a flush that finds the
+        // item idle sees what its last callback did).
+        tsan::acquire(c.addr());
+        None
+    }
+}
+
+thread_local! {
+    /// The item this thread last lent a carrier to, and the carrier.
+    static LAST_LENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// [`find`], or lends a carrier: the one this thread last lent to the same
+/// address if it is still lent to it (`INIT_WORK` forgot it while its
+/// worker was finishing the previous run: queueing it again keeps the item
+/// on that worker, as re-queueing a running item does), else a free one.
+fn find_or_lend(l: &WsLock<'_>) -> &'static Carrier {
+    if let Some(c) = find(l) {
+        return c;
+    }
+    let me = l.0 as *const WorkStruct as usize;
+    let (ws, last) = LAST_LENT.with(|h| h.get());
+    if ws == me && last != 0 {
+        // SAFETY: carriers are never freed; ownership is checked under the lock.
+        let c: &'static Carrier = unsafe { &*(last as *const Carrier) };
+        let mut g = c.lock();
+        // Not one that carries disables from before INIT_WORK reset the depth.
+        if c.owner.load(Ordering::Relaxed) == me && g.edis == 0 {
+            g.users += 1;
+            drop(g);
+            l.0.carrier
+                .store(c as *const Carrier as *mut Carrier, Ordering::Release);
+            return c;
+        }
+    }
+    let c = take_carrier();
+    LAST_LENT.with(|h| h.set((me, c as *const Carrier as usize)));
+    let mut g = c.lock();
+    g.users = 1;
+    g.cycles = 0;
+    g.edis = 0;
+    c.owner
+        .store(l.0 as *const WorkStruct as usize, Ordering::Release);
+    drop(g);
+    l.0.carrier
+        .store(c as *const Carrier as *mut Carrier, Ordering::Release);
+    c
+}
+
+/// Runs an engine call that may panic (waiting for itself from its own
+/// callback): the panic is reported by the panic hook, and `default` returned.
+fn no_unwind<R>(default: R, f: impl FnOnce() -> R) -> R {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(default)
+}
+
+fn cpu_of(cpu: c_int) -> Option<usize> {
+    usize::try_from(cpu)
+        .ok()
+        .filter(|&c| c < crate::wq::WORK_CPU_UNBOUND)
+}
+
+/// Queues `ws` on `wq` (for `cpu`, after `delay`): the body of every queue call.
+fn queue(wq: &CWq, ws: &WorkStruct, cpu: c_int, delay: Duration) -> bool {
+    let c = {
+        let l = WsLock::new(ws);
+        if l.disabled() {
+            return false;
+        }
+        find_or_lend(&l)
+    };
+    // From here on `ws` is not touched: once queued, its callback may free it.
+    tsan::release(c.addr());
+    let ok = engine_queue(wq, c, cpu, delay);
+    c.put(i64::from(ok));
+    ok
+}
+
+fn engine_queue(wq: &CWq, c: &Carrier, cpu: c_int, delay: Duration) -> bool {
+    let dw = c.dw();
+    match cpu_of(cpu) {
+        Some(cpu) => match wq.wq.queue_delayed_on(cpu, dw, delay) {
+            Ok(ok) => ok,
+            // A CPU with no pool: let the queue pick, as the kernel's
+            // unbound queues pick another CPU for an offline one.
+            Err(_) => wq.wq.queue_delayed(dw, delay),
+        },
+        None => wq.wq.queue_delayed(dw, delay),
+    }
+}
+
+/// One jiffy is one millisecond (`HZ` is 1000).
+#[allow(clippy::useless_conversion)] // c_ulong is u32 on 32-bit targets
+fn jiffies(delay: c_ulong) -> Duration {
+    Duration::from_millis(u64::from(delay))
+}
+
+/// # Safety
+/// `p` must point to a live `work_struct` (initialised with `INIT_WORK`).
+unsafe fn ws<'a>(p: *mut WorkStruct) -> &'a WorkStruct {
+    // SAFETY: the caller's promise.
+    unsafe { &*p }
+}
+
+/// # Safety
+/// `p` must point to a live workqueue from `alloc_workqueue` or a system queue.
+unsafe fn wq<'a>(p: *mut CWq) -> &'a CWq {
+    // SAFETY: the caller's promise.
+    unsafe { &*p }
+}
+
+/// `queue_work_on`: queues `work` on `wq` for `cpu` (`WORK_CPU_UNBOUND`: the
+/// calling CPU). False if it was already pending or is disabled.
+///
+/// # Safety
+///
+/// `wq` is a live workqueue, `work` a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn queue_work_on(cpu: c_int, wq: *mut CWq, work: *mut WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { queue(self::wq(wq), ws(work), cpu, Duration::ZERO) }
+}
+
+/// `queue_delayed_work_on`: queues `dwork` after `delay` jiffies (1 ms each).
+///
+/// # Safety
+///
+/// As [`queue_work_on`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn queue_delayed_work_on(
+    cpu: c_int,
+    wq: *mut CWq,
+    dwork: *mut DelayedWorkStruct,
+    delay: c_ulong,
+) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { queue(self::wq(wq), &(*dwork).work, cpu, jiffies(delay)) }
+}
+
+/// `mod_delayed_work_on`: (re)arms `dwork` to run after `delay` jiffies
+/// whether or not it was pending. True if it was pending.
+///
+/// # Safety
+///
+/// As [`queue_work_on`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mod_delayed_work_on(
+    cpu: c_int,
+    wq: *mut CWq,
+    dwork: *mut DelayedWorkStruct,
+    delay: c_ulong,
+) -> bool {
+    // SAFETY: the caller's promise.
+    let (wq, ws) = unsafe { (self::wq(wq), &(*dwork).work) };
+    let (c, disabled) = {
+        let l = WsLock::new(ws);
+        let disabled = l.disabled();
+        let c = if disabled {
+            match find(&l) {
+                Some(c) => c,
+                None => return false,
+            }
+        } else {
+            find_or_lend(&l)
+        };
+        (c, disabled)
+    };
+    let was = c.dw().cancel();
+    // A disable racing with us has disabled the carrier's engine item too,
+    // so the queue below refuses rather than slipping past it.
+    let ok = !disabled && {
+        tsan::release(c.addr());
+        engine_queue(wq, c, cpu, jiffies(delay))
+    };
+    c.put(i64::from(ok) - i64::from(was));
+    was
+}
+
+/// Waits on `ws`'s carrier outside the lock bit with `f`, which returns its
+/// answer and whether it took a pending cycle away; None when idle.
+fn wait_on(ws: &WorkStruct, f: impl FnOnce(&DelayedWork) -> bool, steals: bool) -> bool {
+    if refuse_self_wait(ws) {
+        return false;
+    }
+    let c = {
+        let l = WsLock::new(ws);
+        match find(&l) {
+            Some(c) => c,
+            None => return false,
+        }
+    };
+    let r = f(c.dw());
+    tsan::acquire(c.addr());
+    c.put(if steals && r { -1 } else { 0 });
+    r
+}
+
+/// Waiting for an item from its own callback would never end: say so and
+/// return instead (the kernel warns, then deadlocks).
+fn refuse_self_wait(ws: &WorkStruct) -> bool {
+    let me = CURRENT.with(|c| c.get()) as *const WorkStruct;
+    if std::ptr::eq(me, ws) {
+        eprintln!(
+            "cmwq: work item {ws:p} waits for itself from its own callback \
+             (flush_work/cancel_work_sync/disable_work_sync): refused"
+        );
+        return true;
+    }
+    false
+}
+
+/// `flush_work`: waits until the last queued run of `work` has finished.
+/// True if it had to wait. A delayed item's timer is fired at once.
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn flush_work(work: *mut WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    let ws = unsafe { ws(work) };
+    wait_on(ws, |dw| no_unwind(false, || dw.flush()), false)
+}
+
+/// `flush_delayed_work`: queues an armed timer's item now and waits for it.
+///
+/// # Safety
+///
+/// `dwork` is a live, initialised `delayed_work`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn flush_delayed_work(dwork: *mut DelayedWorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { flush_work(&mut (*dwork).work) }
+}
+
+/// `cancel_work`: takes `work` off its queue (or disarms its timer) if it is
+/// pending; does not wait for a running callback. True if it was pending.
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cancel_work(work: *mut WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    let c = {
+        let l = WsLock::new(unsafe { ws(work) });
+        match find(&l) {
+            Some(c) => c,
+            None => return false,
+        }
+    };
+    let was = c.dw().cancel();
+    c.put(-i64::from(was));
+    was
+}
+
+/// `cancel_work_sync`: cancels `work` and waits for a running callback;
+/// queueing it meanwhile returns false. True if it was pending.
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cancel_work_sync(work: *mut WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    let ws = unsafe { ws(work) };
+    wait_on(ws, |dw| no_unwind(false, || dw.cancel_sync()), true)
+}
+
+/// `cancel_delayed_work`: [`cancel_work`] for a delayed item.
+///
+/// # Safety
+///
+/// `dwork` is a live, initialised `delayed_work`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cancel_delayed_work(dwork: *mut DelayedWorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { cancel_work(&mut (*dwork).work) }
+}
+
+/// `cancel_delayed_work_sync`: [`cancel_work_sync`] for a delayed item.
+///
+/// # Safety
+///
+/// `dwork` is a live, initialised `delayed_work`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cancel_delayed_work_sync(dwork: *mut DelayedWorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { cancel_work_sync(&mut (*dwork).work) }
+}
+
+/// `disable_work`: one more disable level (queueing returns false until a
+/// matching `enable_work`); cancels a pending run. True if it was pending.
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn disable_work(work: *mut WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    let ws = unsafe { ws(work) };
+    let (c, was) = {
+        let l = WsLock::new(ws);
+        match disable_locked(&l) {
+            Some(cw) => cw,
+            None => return false,
+        }
+    };
+    c.put(-i64::from(was));
+    was
+}
+
+/// One more disable level; a lent carrier's engine item is disabled too,
+/// which cancels a pending cycle. Returns the carrier (with a user) and
+/// whether a cycle was cancelled; None when no carrier is lent.
+fn disable_locked(l: &WsLock<'_>) -> Option<(&'static Carrier, bool)> {
+    l.0.data.fetch_add(DISABLE_ONE, Ordering::Relaxed);
+    let c = find(l)?;
+    let was = c.dw().disable();
+    c.lock().edis += 1;
+    Some((c, was))
+}
+
+/// `disable_work_sync`: [`disable_work`], then waits for a running callback.
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn disable_work_sync(work: *mut WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    let ws = unsafe { ws(work) };
+    if refuse_self_wait(ws) {
+        return false;
+    }
+    let (c, was) = {
+        let l = WsLock::new(ws);
+        match disable_locked(&l) {
+            Some(cw) => cw,
+            None => return false,
+        }
+    };
+    // The disable cancelled a pending cycle and refuses new ones, so what
+    // is left to wait for is a running callback.
+    no_unwind(false, || c.dw().cancel_sync());
+    tsan::acquire(c.addr());
+    c.put(-i64::from(was));
+    was
+}
+
+/// `enable_work`: undoes one `disable_work`. True when the item is enabled
+/// afterwards (an unbalanced enable warns once and leaves it enabled).
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn enable_work(work: *mut WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    let l = WsLock::new(unsafe { ws(work) });
+    let d = l.0.data.load(Ordering::Relaxed);
+    if d >= DISABLE_ONE {
+        l.0.data.fetch_sub(DISABLE_ONE, Ordering::Relaxed);
+        if let Some(c) = find(&l) {
+            let mut g = c.lock();
+            if g.edis > 0 {
+                g.edis -= 1;
+                drop(g);
+                c.dw().enable();
+            } else {
+                drop(g);
+            }
+            c.put(0);
+        }
+        d < 2 * DISABLE_ONE
+    } else {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| eprintln!("cmwq: enable_work() on a work item that is not disabled"));
+        true
+    }
+}
+
+/// `disable_delayed_work`: [`disable_work`] for a delayed item.
+///
+/// # Safety
+///
+/// `dwork` is a live, initialised `delayed_work`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn disable_delayed_work(dwork: *mut DelayedWorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { disable_work(&mut (*dwork).work) }
+}
+
+/// `disable_delayed_work_sync`: [`disable_work_sync`] for a delayed item.
+///
+/// # Safety
+///
+/// `dwork` is a live, initialised `delayed_work`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn disable_delayed_work_sync(dwork: *mut DelayedWorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { disable_work_sync(&mut (*dwork).work) }
+}
+
+/// `enable_delayed_work`: [`enable_work`] for a delayed item.
+///
+/// # Safety
+///
+/// `dwork` is a live, initialised `delayed_work`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn enable_delayed_work(dwork: *mut DelayedWorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { enable_work(&mut (*dwork).work) }
+}
+
+/// `work_pending`: true while `work` is queued (or its timer armed) and its
+/// callback has not started.
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cmwq_work_pending(work: *const WorkStruct) -> bool {
+    // SAFETY: the caller's promise.
+    let ws = unsafe { &*work };
+    let p = ws.carrier.load(Ordering::Acquire);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: carriers are never freed; ownership is checked under the lock.
+    let c: &Carrier = unsafe { &*p };
+    let _g = c.lock();
+    c.owner.load(Ordering::Relaxed) == work as usize && c.dw().is_pending()
+}
+
+/// `current_work`: the `work_struct` whose callback the calling thread is
+/// running, or NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn current_work() -> *mut WorkStruct {
+    CURRENT.with(|c| c.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    static RAN: AtomicU32 = AtomicU32::new(0);
+
+    unsafe extern "C" fn bump(_w: *mut WorkStruct) {
+        RAN.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn new_work() -> Box<WorkStruct> {
+        Box::new(WorkStruct {
+            data: AtomicUsize::new(0),
+            carrier: AtomicPtr::new(std::ptr::null_mut()),
+            func: AtomicUsize::new(bump as WorkFunc as usize),
+        })
+    }
+
+    /// Carriers go back to the free lists: a loop of queue/flush on one
+    /// item keeps reusing a couple of them instead of making one per queue.
+    #[test]
+    fn carriers_come_back() {
+        let wq = crate::wq::test_wq();
+        let mut w = new_work();
+        let before = RAN.load(Ordering::SeqCst);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..500 {
+            // SAFETY: `w` and `wq` live through the calls.
+            unsafe {
+                assert!(queue_work_on(-1, wq, &mut *w));
+                seen.insert(w.carrier.load(Ordering::Acquire) as usize);
+                flush_work(&mut *w);
+            }
+        }
+        assert_eq!(RAN.load(Ordering::SeqCst) - before, 500);
+        assert!(seen.len() <= 4, "{} carriers for one item", seen.len());
+    }
+}

@@ -1,0 +1,272 @@
+//! `struct workqueue_struct`: `alloc_workqueue`, `destroy_workqueue`,
+//! `flush_workqueue`, `drain_workqueue`, `workqueue_set_max_active`, the
+//! system queues, and the `WQ_SYSFS` registry the sysfs files are found in.
+
+use std::ffi::{CStr, c_char, c_int, c_uint};
+use std::sync::{Mutex, OnceLock};
+
+use cmwq::topology::Scope;
+use cmwq::{MAX_ACTIVE, Workqueue, WqFlags};
+
+use crate::tsan;
+
+/// The kernel's `WORK_CPU_UNBOUND` (`NR_CPUS` in the header): any CPU.
+pub(crate) const WORK_CPU_UNBOUND: usize = 8192;
+
+const WQ_BH: c_uint = 1 << 0;
+const WQ_UNBOUND: c_uint = 1 << 1;
+const WQ_FREEZABLE: c_uint = 1 << 2;
+const WQ_MEM_RECLAIM: c_uint = 1 << 3;
+const WQ_HIGHPRI: c_uint = 1 << 4;
+const WQ_CPU_INTENSIVE: c_uint = 1 << 5;
+const WQ_SYSFS: c_uint = 1 << 6;
+const WQ_ORDERED: c_uint = 1 << 17;
+
+/// `struct workqueue_struct`: a handle to a cmwq workqueue.
+pub struct CWq {
+    pub(crate) wq: Workqueue,
+    pub(crate) name: String,
+    sysfs: bool,
+    system: bool,
+}
+
+/// Names and addresses of the live `WQ_SYSFS` queues.
+static SYSFS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
+
+/// Runs `f` on the `WQ_SYSFS` queue named `name`, under the registry's lock
+/// (so `destroy_workqueue` cannot free it meanwhile).
+pub(crate) fn with_sysfs<R>(name: &str, f: impl FnOnce(&CWq) -> R) -> Option<R> {
+    let r = SYSFS.lock().unwrap_or_else(|e| e.into_inner());
+    let &(_, addr) = r.iter().find(|(n, _)| n == name)?;
+    // SAFETY: registered queues are live until destroy_workqueue removes
+    // them, which takes this lock first.
+    Some(f(unsafe { &*(addr as *const CWq) }))
+}
+
+fn build(name: &str, flags: c_uint, max_active: c_int) -> Result<Workqueue, cmwq::Error> {
+    let mut b = Workqueue::builder(name).priority_fallback(true);
+    // WQ_BH: user space has no softirq context; a bound queue runs the items
+    // on threads, which never breaks a BH item's no-sleep rule.
+    let _ = WQ_BH;
+    if flags & WQ_ORDERED != 0 {
+        b = b.ordered();
+    } else {
+        if flags & WQ_UNBOUND != 0 {
+            b = b.unbound();
+        }
+        // The kernel clamps max_active to 1..=WQ_MAX_ACTIVE; 0 is the default.
+        if max_active != 0 {
+            b = b.max_active((max_active.max(1) as usize).min(MAX_ACTIVE));
+        }
+    }
+    if flags & WQ_FREEZABLE != 0 {
+        b = b.flags(WqFlags::FREEZABLE);
+    }
+    if flags & WQ_MEM_RECLAIM != 0 {
+        b = b.mem_reclaim();
+    }
+    if flags & WQ_HIGHPRI != 0 {
+        b = b.highpri();
+    }
+    if flags & WQ_CPU_INTENSIVE != 0 {
+        b = b.cpu_intensive();
+    }
+    b.build()
+}
+
+/// `alloc_workqueue` once the header has formatted the name: NULL (with a
+/// line on stderr saying why) when the queue cannot be made, or when
+/// `WQ_SYSFS` is asked for a name another `WQ_SYSFS` queue has.
+///
+/// # Safety
+///
+/// `name` is a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cmwq_alloc_workqueue(
+    name: *const c_char,
+    flags: c_uint,
+    max_active: c_int,
+) -> *mut CWq {
+    // SAFETY: the caller's promise.
+    let name = unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
+    let sysfs = flags & WQ_SYSFS != 0;
+    let mut reg = SYSFS.lock().unwrap_or_else(|e| e.into_inner());
+    if sysfs && reg.iter().any(|(n, _)| *n == name) {
+        eprintln!("cmwq: alloc_workqueue({name:?}): a WQ_SYSFS workqueue has this name already");
+        return std::ptr::null_mut();
+    }
+    let wq = match build(&name, flags, max_active) {
+        Ok(wq) => wq,
+        Err(e) => {
+            eprintln!("cmwq: alloc_workqueue({name:?}): {e}");
+            return std::ptr::null_mut();
+        }
+    };
+    let p = Box::into_raw(Box::new(CWq {
+        wq,
+        name: name.clone(),
+        sysfs,
+        system: false,
+    }));
+    if sysfs {
+        reg.push((name, p as usize));
+    }
+    p
+}
+
+/// `destroy_workqueue`: drains `wq` (everything queued runs) and frees it.
+/// The system queues are never destroyed.
+///
+/// # Safety
+///
+/// `wq` came from `alloc_workqueue` and is not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn destroy_workqueue(wq: *mut CWq) {
+    if wq.is_null() {
+        return;
+    }
+    // SAFETY: the caller's promise.
+    let w = unsafe { &*wq };
+    if w.system {
+        eprintln!(
+            "cmwq: destroy_workqueue() on system queue {:?} ignored",
+            w.name
+        );
+        return;
+    }
+    if w.sysfs {
+        let mut reg = SYSFS.lock().unwrap_or_else(|e| e.into_inner());
+        reg.retain(|&(_, a)| a != wq as usize);
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wq.drain()));
+    tsan::acquire(tsan::any_callback());
+    // SAFETY: made by Box::into_raw in cmwq_alloc_workqueue; unregistered
+    // above, so no sysfs write can reach it any more.
+    drop(unsafe { Box::from_raw(wq) });
+}
+
+/// `flush_workqueue`: waits for every item queued on `wq` before the call.
+///
+/// # Safety
+///
+/// `wq` is a live workqueue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn flush_workqueue(wq: *mut CWq) {
+    // SAFETY: the caller's promise.
+    let w = unsafe { &*wq };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wq.flush()));
+    tsan::acquire(tsan::any_callback());
+}
+
+/// `drain_workqueue`: waits until `wq` is empty; meanwhile only its own items
+/// may queue to it.
+///
+/// # Safety
+///
+/// `wq` is a live workqueue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn drain_workqueue(wq: *mut CWq) {
+    // SAFETY: the caller's promise.
+    let w = unsafe { &*wq };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wq.drain()));
+    tsan::acquire(tsan::any_callback());
+}
+
+/// `workqueue_set_max_active`: clamped to 1..=`WQ_MAX_ACTIVE` as the kernel
+/// does; refused (with a line on stderr) for an ordered queue.
+///
+/// # Safety
+///
+/// `wq` is a live workqueue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn workqueue_set_max_active(wq: *mut CWq, max_active: c_int) {
+    // SAFETY: the caller's promise.
+    let w = unsafe { &*wq };
+    let n = (max_active.max(1) as usize).min(MAX_ACTIVE);
+    if let Err(e) = w.wq.set_max_active(n) {
+        eprintln!(
+            "cmwq: workqueue_set_max_active({:?}, {max_active}): {e}",
+            w.name
+        );
+    }
+}
+
+/// The current `max_active` of `wq` (cmwq addition, for tests and tools).
+///
+/// # Safety
+///
+/// `wq` is a live workqueue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cmwq_workqueue_max_active(wq: *mut CWq) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { &*wq }.wq.max_active() as c_int
+}
+
+/// Sets the affinity scope of an unbound `wq` (cmwq addition; the value is
+/// an `enum wq_affn_scope`, `WQ_AFFN_DFL` being `cache_shard`). 0 or
+/// `-EINVAL`.
+///
+/// # Safety
+///
+/// `wq` is a live workqueue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cmwq_workqueue_set_affinity_scope(wq: *mut CWq, scope: c_int) -> c_int {
+    // SAFETY: the caller's promise.
+    let w = unsafe { &*wq };
+    let s = match scope {
+        0 | 4 => Scope::CacheShard,
+        1 => Scope::Cpu,
+        2 => Scope::Smt,
+        3 => Scope::Cache,
+        5 => Scope::Numa,
+        6 => Scope::System,
+        _ => return -libc::EINVAL,
+    };
+    match w.wq.set_affinity_scope(s) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("cmwq: {:?}: affinity scope: {e}", w.name);
+            -libc::EINVAL
+        }
+    }
+}
+
+fn system_build(kind: c_int) -> Workqueue {
+    let made = match kind {
+        1 => Workqueue::builder("events_highpri")
+            .highpri()
+            .priority_fallback(true)
+            .build(),
+        2 => return cmwq::system_long().clone(),
+        3 => return cmwq::system_unbound().clone(),
+        _ => return cmwq::system().clone(),
+    };
+    made.unwrap_or_else(|_| cmwq::system().clone())
+}
+
+/// The system queues: 0 `system_wq`, 1 `system_highpri_wq`, 2
+/// `system_long_wq`, 3 `system_unbound_wq` (the header's macros call this).
+#[unsafe(no_mangle)]
+pub extern "C" fn cmwq_system_wq(kind: c_int) -> *mut CWq {
+    static Q: [OnceLock<usize>; 4] = [const { OnceLock::new() }; 4];
+    let k = kind.clamp(0, 3);
+    *Q[k as usize].get_or_init(|| {
+        let wq = system_build(k);
+        let name = wq.name().to_string();
+        Box::into_raw(Box::new(CWq {
+            wq,
+            name,
+            sysfs: false,
+            system: true,
+        })) as usize
+    }) as *mut CWq
+}
+
+/// A workqueue for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_wq() -> *mut CWq {
+    // SAFETY: a NUL-terminated literal.
+    unsafe { cmwq_alloc_workqueue(c"capi_test".as_ptr(), WQ_UNBOUND, 0) }
+}

@@ -1,0 +1,82 @@
+//! Builds and runs the C suite (`tests/c/run.sh`) against the library cargo
+//! just built, so `cargo test --workspace --release` covers the C API: once
+//! plainly and, where the C compiler has them, under AddressSanitizer (leak
+//! detection on) and ThreadSanitizer. Skips, saying so, without a C compiler.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn cc() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "gcc".into())
+}
+
+/// The directory cargo put this build's `libcmwq_capi.{so,a}` in.
+fn lib_dir() -> PathBuf {
+    // target/<profile>/deps/c_suite-HASH -> target/<profile>
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+fn sanitizer_works(flag: &str) -> bool {
+    let dir = std::env::temp_dir().join(format!("cmwq-capi-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("probe.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let exe = dir.join("probe");
+    let ok = Command::new(cc())
+        .arg(format!("-fsanitize={flag}"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(&exe).status().is_ok_and(|s| s.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    ok
+}
+
+#[test]
+fn c_suite() {
+    if Command::new(cc()).arg("--version").output().is_err() {
+        eprintln!("no C compiler ({}): the C suite is skipped", cc());
+        return;
+    }
+    let lib = lib_dir();
+    assert!(
+        lib.join("libcmwq_capi.so").exists() && lib.join("libcmwq_capi.a").exists(),
+        "cargo did not build libcmwq_capi.{{so,a}} in {}",
+        lib.display()
+    );
+    let mut modes = vec!["plain"];
+    for (mode, flag) in [("asan", "address"), ("tsan", "thread")] {
+        if sanitizer_works(flag) {
+            modes.push(mode);
+        } else {
+            eprintln!(
+                "{} has no working -fsanitize={flag}: mode {mode} skipped",
+                cc()
+            );
+        }
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/run.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(&modes)
+        .env("CMWQ_CAPI_PREBUILT", &lib)
+        // cargo's test LD_LIBRARY_PATH lists target/<profile>: nothing there
+        // may stand in for the library the suite links.
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run tests/c/run.sh");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    assert!(out.status.success(), "the C suite failed:\n{text}");
+    assert!(text.contains("C suite: all passed"), "{text}");
+}

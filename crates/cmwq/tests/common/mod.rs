@@ -1,0 +1,89 @@
+//! Thread helpers the integration tests share: where a thread runs, who it
+//! is, its nice value. The library's own syscall wrappers are private (they
+//! are not part of its API), so the tests read `/proc` where it says enough
+//! and call libc where they must change something.
+
+#![allow(dead_code)] // each test binary uses a few of these
+
+use std::io;
+
+/// The CPU the calling thread runs on now.
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu takes no arguments and only returns a value.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).unwrap_or(0)
+}
+
+/// The kernel thread id of the calling thread (`/proc/thread-self` names it).
+pub fn gettid() -> i32 {
+    let link = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    let tid = link.file_name().and_then(|s| s.to_str()).expect("a tid");
+    tid.parse().expect("a numeric tid")
+}
+
+/// Pins the calling thread to `cpus`.
+pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        assert!(c < libc::CPU_SETSIZE as usize, "cpu {c} beyond cpu_set_t");
+        // SAFETY: c is below the set's capacity, asserted above.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: pid 0 is the calling thread; the pointer and size describe `set`.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A field of `/proc/self/task/<tid>/status` (`tid` 0: the calling thread).
+fn status_field(tid: i32, key: &str) -> Option<String> {
+    let path = if tid == 0 {
+        "/proc/thread-self/status".to_string()
+    } else {
+        format!("/proc/self/task/{tid}/status")
+    };
+    let s = std::fs::read_to_string(path).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// The CPUs thread `tid` (0: the calling thread) may run on.
+pub fn affinity_of(tid: i32) -> io::Result<Vec<usize>> {
+    let list = status_field(tid, "Cpus_allowed_list")
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("thread {tid}")))?;
+    cmwq::topology::parse_cpulist(&list)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+}
+
+/// The effective user id of the process.
+pub fn euid() -> u32 {
+    let uids = status_field(0, "Uid").expect("Uid in /proc status");
+    uids.split_whitespace()
+        .nth(1)
+        .and_then(|u| u.parse().ok())
+        .expect("an effective uid")
+}
+
+/// Sets the calling thread's nice value.
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    let tid = gettid() as libc::id_t;
+    // SAFETY: setpriority with PRIO_PROCESS and a thread id changes only that thread.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// CPU time thread `tid` of this process has used (`schedstat`'s first field).
+pub fn thread_cpu_time(tid: i32) -> Option<std::time::Duration> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let ns = s.split_whitespace().next()?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(ns))
+}
