@@ -10,14 +10,19 @@ fn cc() -> String {
     std::env::var("CC").unwrap_or_else(|_| "gcc".into())
 }
 
-/// The directory cargo put this build's `libcmwq_capi.{so,a}` in.
+/// The directory cargo put this build's `libcmwq_capi.{so,a}` in:
+/// `target/<profile>/deps`, where `cargo test` leaves them (they reach
+/// `target/<profile>` only when `cargo build` asks for the crate itself, so a
+/// fresh clone's `cargo test` has them in `deps` alone).
 fn lib_dir() -> PathBuf {
-    // target/<profile>/deps/c_suite-HASH -> target/<profile>
+    // target/<profile>/deps/c_suite-HASH
     let exe = std::env::current_exe().expect("test binary path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .to_path_buf()
+    let deps = exe.parent().expect("target/<profile>/deps").to_path_buf();
+    let has = |d: &Path| d.join("libcmwq_capi.so").exists() && d.join("libcmwq_capi.a").exists();
+    if has(&deps) {
+        return deps;
+    }
+    deps.parent().map_or(deps.clone(), Path::to_path_buf)
 }
 
 fn sanitizer_works(flag: &str) -> bool {
