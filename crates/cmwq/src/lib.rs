@@ -34,6 +34,7 @@
 //! ([`percpu::PerCpu`] in QPW mode) and `service_dump` ([`control::serve`],
 //! read with `cmwq dump --pid PID`).
 
+#[cfg(feature = "control")]
 pub mod control;
 mod engine;
 mod error;
@@ -58,7 +59,11 @@ pub use engine::loom_api as __loom;
 
 /// What the engine calls in the layers above it (see `engine::Hooks`).
 const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
+    #[cfg(feature = "control")]
     control_autostart: control::autostart,
+    // Built without the endpoint: `CMWQ_CONTROL=1` has nothing to start.
+    #[cfg(not(feature = "control"))]
+    control_autostart: || {},
 };
 
 pub use engine::{

@@ -27,7 +27,8 @@ use crate::sched;
 use crate::sync::Mutex;
 
 /// The priority of a workqueue's workers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum Priority {
     /// Nice 0 (or the unbound attribute `nice`).
     #[default]
@@ -40,7 +41,8 @@ pub enum Priority {
 }
 
 /// What [`Priority::High`] means, process-wide.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum HighpriPolicy {
     /// Nice −20, as the kernel (default).
     #[default]

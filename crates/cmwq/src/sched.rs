@@ -161,6 +161,7 @@ pub fn affinity_of(tid: i32) -> io::Result<Vec<usize>> {
 }
 
 /// The effective user id of the process.
+#[cfg(feature = "control")]
 pub fn euid() -> u32 {
     // SAFETY: geteuid takes no arguments and cannot fail.
     unsafe { libc::geteuid() }
@@ -168,6 +169,7 @@ pub fn euid() -> u32 {
 
 /// The user id of the process at the other end of a connected Unix socket
 /// (`SO_PEERCRED`, taken by the kernel at `connect` time, so it cannot be forged).
+#[cfg(feature = "control")]
 pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
@@ -195,6 +197,7 @@ pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
 
 /// Shuts a socket down both ways (`shutdown(SHUT_RDWR)`); on a listening
 /// socket this wakes a thread blocked in `accept`, which then fails.
+#[cfg(feature = "control")]
 pub fn shutdown_socket(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: fd is a live socket borrowed for the call; shutdown only changes its state.

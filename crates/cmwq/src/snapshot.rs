@@ -12,8 +12,6 @@
 //! topology (`custom_topology`), its `cpu_pool` is indexed by that topology's
 //! ids, not the machine's.
 
-use serde::{Deserialize, Serialize};
-
 use crate::WorkqueueStats;
 use crate::topology::Scope;
 use crate::types::WqAttrs;
@@ -22,7 +20,8 @@ use crate::types::WqAttrs;
 pub const SNAPSHOT_VERSION: u32 = 1;
 
 /// The whole picture.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Snapshot {
     /// [`SNAPSHOT_VERSION`] of the process that took it.
     pub version: u32,
@@ -46,7 +45,8 @@ pub struct Snapshot {
 }
 
 /// The "Affinity Scopes" section.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TopologySnap {
     /// One line saying what the machine is.
     pub summary: String,
@@ -67,7 +67,8 @@ pub struct TopologySnap {
 }
 
 /// A NUMA node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct NodeSnap {
     /// The node id (ids may have gaps).
     pub id: usize,
@@ -76,7 +77,8 @@ pub struct NodeSnap {
 }
 
 /// The pods of one affinity scope.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ScopeSnap {
     /// The scope.
     pub scope: Scope,
@@ -89,7 +91,8 @@ pub struct ScopeSnap {
 }
 
 /// One worker pool (the "Worker Pools" section).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PoolSnap {
     /// Pool id.
     pub id: u32,
@@ -113,7 +116,7 @@ pub struct PoolSnap {
     /// A pod of several CPUs is served by one pool per CPU (a *lane pool*,
     /// see the README's "Where user space differs"): this pool's CPU. `None`
     /// for every other pool.
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub lane_cpu: Option<usize>,
     /// Workers are kept inside the pod.
     pub strict: bool,
@@ -142,12 +145,13 @@ pub struct PoolSnap {
     /// One per real CPU of the pod (a bound pool has one): where items were
     /// queued and who ran them. Not in the kernel, which has one worklist per
     /// pool; see the README's "Where user space differs".
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub lanes: Vec<LaneSnap>,
 }
 
 /// One CPU of a pool's pod: its worklist and the locality counters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LaneSnap {
     /// The real CPU its workers are pinned to.
     pub cpu: usize,
@@ -170,7 +174,8 @@ pub struct LaneSnap {
 }
 
 /// One workqueue's part in one pool (the kernel's `pool_workqueue`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PwqSnap {
     /// The pool.
     pub pool: u32,
@@ -190,7 +195,8 @@ pub struct PwqSnap {
 }
 
 /// One workqueue.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct WorkqueueSnap {
     /// Unique for the process's lifetime (names may repeat).
     pub id: u64,
@@ -227,7 +233,8 @@ pub struct WorkqueueSnap {
 }
 
 /// A `MEM_RECLAIM` workqueue's rescuer.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RescuerSnap {
     /// Thread id (0: not started yet).
     pub tid: i32,

@@ -39,6 +39,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// Takes the lock if it is free (poisoned or not); `None` if it is held.
+    #[cfg(feature = "control")]
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         match self.0.try_lock() {
             Ok(g) => Some(g),

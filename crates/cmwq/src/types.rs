@@ -50,7 +50,8 @@ impl std::ops::BitOr for WqFlags {
 
 /// The attributes of a workqueue that can change while it runs (unbound
 /// queues; the kernel's sysfs knobs).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct WqAttrs {
     /// Affinity scope of the pods.
     pub affinity_scope: Scope,
@@ -67,7 +68,8 @@ pub struct WqAttrs {
 }
 
 /// A snapshot of a workqueue's counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct WorkqueueStats {
     /// Items put on a list (successful queue cycles, delayed ones once their timer fired).
     pub queued: u64,
@@ -169,7 +171,8 @@ pub enum WakeMode {
 }
 
 /// A picture of one pool's workers and counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PoolCounts {
     /// Pool id.
     pub pool: u32,

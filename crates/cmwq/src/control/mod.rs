@@ -863,7 +863,8 @@ impl Client {
 }
 
 /// A control socket found in [`socket_dir()`].
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ProcessEntry {
     /// The process id the socket is named by.
     pub pid: u32,

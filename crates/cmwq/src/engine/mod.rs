@@ -110,11 +110,13 @@ pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_ticks,
 };
 pub use work::Work;
+#[cfg(feature = "control")]
+pub(crate) use workqueue::find_by_name;
 pub use workqueue::{
     DelayedWork, Workqueue, WorkqueueBuilder, panic_reports_failed, set_panic_hook, system,
     system_highpri, system_long, system_unbound, workqueue_names,
 };
-pub(crate) use workqueue::{WqInner, find_by_name, topology_snap, workqueue_snaps};
+pub(crate) use workqueue::{WqInner, topology_snap, workqueue_snaps};
 
 /// Calls from the engine into the layers above it, filled in by the crate
 /// root (`crate::ENGINE_HOOKS`), so that no module of the engine names them.

@@ -2023,6 +2023,7 @@ pub(crate) fn workqueue_snaps() -> Vec<crate::snapshot::WorkqueueSnap> {
 }
 
 /// Handles to the live workqueues named `name` (for the control endpoint's knobs).
+#[cfg(feature = "control")]
 pub(crate) fn find_by_name(name: &str) -> Vec<Workqueue> {
     registered()
         .into_iter()

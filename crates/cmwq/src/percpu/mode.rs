@@ -11,8 +11,9 @@ use std::sync::OnceLock;
 pub const QPW_ENV: &str = "CMWQ_QPW";
 
 /// Who runs a drain of another CPU's slot.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Mode {
     /// The classic pattern (`schedule_on_each_cpu`): a drain of CPU `c` is a
     /// work item queued on `c`'s bound pool and flushed, so CPU `c` is

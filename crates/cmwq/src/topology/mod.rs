@@ -90,10 +90,9 @@ pub use sysfs::SYSFS_FILE_MAX_BYTES;
 /// An affinity scope: how unbound worker pools are cut across the machine.
 ///
 /// The order of [`Scope::ALL`] is the kernel's enum order.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Scope {
     /// One pod per CPU.
     Cpu,
@@ -156,7 +155,8 @@ impl FromStr for Scope {
 pub const DEFAULT_CACHE_SHARD_SIZE: usize = 8;
 
 /// Pods of one scope, as the kernel's `struct wq_pod_type`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PodType {
     /// Each pod's CPUs, sorted; pods in `init_pod_type` order.
     pub pods: Vec<Vec<usize>>,
@@ -210,7 +210,8 @@ impl fmt::Display for TopologyError {
 impl std::error::Error for TopologyError {}
 
 /// Where each piece of a [`Topology`] came from, in words (for the summary).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Provenance {
     /// Source of the SMT cores (e.g. `thread_siblings_list`).
     pub smt: String,
