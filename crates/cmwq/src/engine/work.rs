@@ -274,12 +274,56 @@ impl Work {
 
     /// Takes the item off its queue if it is pending (`cancel_work`); does not wait
     /// for a running instance. Returns whether it was pending.
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// use std::sync::mpsc;
+    ///
+    /// let wq = Workqueue::builder("cancel_doc").ordered().build().unwrap();
+    /// // Hold the queue's only slot so the second item stays pending.
+    /// let (tx, rx) = mpsc::channel::<()>();
+    /// let rx = std::sync::Mutex::new(rx);
+    /// let gate = Work::new(move || { let _ = rx.lock().unwrap().recv(); });
+    /// let w = Work::new(|| unreachable!("cancelled before it ran"));
+    /// assert!(wq.queue(&gate));
+    /// assert!(wq.queue(&w));
+    /// assert!(w.cancel());
+    /// assert!(!w.is_pending());
+    /// assert!(!w.cancel(), "nothing left to cancel");
+    /// tx.send(()).unwrap();
+    /// wq.flush();
+    /// ```
     pub fn cancel(&self) -> bool {
         self.0.grab_pending()
     }
 
     /// Cancels a pending instance and waits for a running one (`cancel_work_sync`).
     /// While it runs, queueing the item returns false. Returns whether it was pending.
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let wq = Workqueue::builder("cancel_sync_doc").build().unwrap();
+    /// let (started, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    /// let (s, d) = (started.clone(), done.clone());
+    /// let w = Work::new(move || {
+    ///     s.store(true, Ordering::SeqCst);
+    ///     std::thread::sleep(std::time::Duration::from_millis(2));
+    ///     d.store(true, Ordering::SeqCst);
+    /// });
+    /// assert!(wq.queue(&w));
+    /// while !started.load(Ordering::SeqCst) {
+    ///     std::thread::yield_now();
+    /// }
+    /// // Running, not pending: nothing to cancel, but the call waits for it.
+    /// assert!(!w.cancel_sync());
+    /// assert!(done.load(Ordering::SeqCst));
+    /// assert!(!w.is_disabled(), "usable again afterwards");
+    /// assert!(wq.queue(&w));
+    /// w.flush();
+    /// ```
     ///
     /// # Panics
     ///
@@ -295,12 +339,47 @@ impl Work {
 
     /// Disables the item: cancels a pending instance and makes `queue` return false
     /// until a matching [`enable`](Self::enable). Nests. Returns whether it was pending.
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// let wq = Workqueue::builder("disable_doc").build().unwrap();
+    /// let w = Work::new(|| {});
+    /// w.disable();
+    /// w.disable(); // nests
+    /// assert!(w.is_disabled());
+    /// assert!(!wq.queue(&w));
+    /// assert!(!w.enable(), "still disabled once");
+    /// assert!(!wq.queue(&w));
+    /// assert!(w.enable());
+    /// assert!(wq.queue(&w));
+    /// w.flush();
+    /// ```
     pub fn disable(&self) -> bool {
         self.0.disable_inc();
         self.0.grab_pending()
     }
 
     /// Like [`disable`](Self::disable), then waits for a running instance.
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let wq = Workqueue::builder("disable_sync_doc").build().unwrap();
+    /// let n = Arc::new(AtomicUsize::new(0));
+    /// let n2 = n.clone();
+    /// let w = Work::new(move || { n2.fetch_add(1, Ordering::SeqCst); });
+    /// wq.queue(&w);
+    /// w.disable_sync();
+    /// // Whether it ran or was cancelled, nothing of it runs any more.
+    /// let ran = n.load(Ordering::SeqCst);
+    /// assert!(ran <= 1);
+    /// assert!(!wq.queue(&w));
+    /// wq.flush();
+    /// assert_eq!(n.load(Ordering::SeqCst), ran);
+    /// assert!(w.enable());
+    /// ```
     ///
     /// # Panics
     ///
@@ -314,6 +393,7 @@ impl Work {
 
     /// Undoes one [`disable`](Self::disable). Returns true when the item is enabled again.
     /// Enabling an item that is not disabled does nothing and returns false.
+    /// See [`disable`](Self::disable) for an example.
     pub fn enable(&self) -> bool {
         self.0.disable_dec()
     }

@@ -710,18 +710,61 @@ impl WorkqueueBuilder {
         self.flags(WqFlags::FREEZABLE)
     }
     /// `max_active`: 1..=[`MAX_ACTIVE`]; default [`DFL_ACTIVE`].
+    ///
+    /// ```
+    /// use cmwq::{Error, Workqueue};
+    /// let wq = Workqueue::builder("max_active_doc").max_active(2).build().unwrap();
+    /// assert_eq!(wq.max_active(), 2);
+    /// let bad = Workqueue::builder("max_active_doc0").max_active(0).build();
+    /// assert!(matches!(bad, Err(Error::InvalidMaxActive { value: 0, .. })));
+    /// ```
     pub fn max_active(mut self, n: usize) -> Self {
         self.max_active = Some(n);
         self
     }
     /// An ordered workqueue (`alloc_ordered_workqueue`): unbound, one item at a
     /// time, in queueing order.
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let wq = Workqueue::builder("ordered_doc").ordered().build().unwrap();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let items: Vec<Work> = (0..100)
+    ///     .map(|i| {
+    ///         let seen = seen.clone();
+    ///         Work::new(move || seen.lock().unwrap().push(i))
+    ///     })
+    ///     .collect();
+    /// for w in &items {
+    ///     assert!(wq.queue(w));
+    /// }
+    /// wq.flush();
+    /// assert_eq!(*seen.lock().unwrap(), (0..100).collect::<Vec<_>>());
+    /// assert_eq!(wq.max_active(), 1);
+    /// ```
     pub fn ordered(mut self) -> Self {
         self.ordered = true;
         self.flags = self.flags | WqFlags::UNBOUND;
         self
     }
     /// The affinity scope of an unbound queue (default `cache_shard`).
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue, topology::Scope};
+    /// let wq = Workqueue::builder("scope_doc")
+    ///     .unbound()
+    ///     .affinity_scope(Scope::Cpu)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(wq.attrs().affinity_scope, Scope::Cpu);
+    /// // One pod, and so one pool, per CPU the queue may use.
+    /// assert!(wq.nr_pwqs() >= 1);
+    /// let w = Work::new(|| {});
+    /// assert!(wq.queue(&w));
+    /// w.flush();
+    /// ```
     pub fn affinity_scope(mut self, s: Scope) -> Self {
         self.scope = Some(s);
         self
@@ -761,10 +804,26 @@ impl WorkqueueBuilder {
 
     /// `WQ_MEM_RECLAIM`: the workqueue gets a rescuer thread that runs its items
     /// when its pools cannot start workers.
+    ///
+    /// ```
+    /// let wq = cmwq::Workqueue::builder("reclaim_doc").mem_reclaim().build().unwrap();
+    /// // The rescuer exists before it is needed: `build` waits for its thread id.
+    /// assert!(wq.rescuer_tid().is_some_and(|tid| tid > 0));
+    /// let plain = cmwq::Workqueue::builder("reclaim_doc_plain").build().unwrap();
+    /// assert_eq!(plain.rescuer_tid(), None);
+    /// ```
     pub fn mem_reclaim(self) -> Self {
         self.flags(WqFlags::MEM_RECLAIM)
     }
     /// The workers' priority (default [`Priority::Normal`]; `HIGHPRI` is `High`).
+    /// See [`priority_fallback`](Self::priority_fallback) for running where it
+    /// is not allowed.
+    ///
+    /// ```
+    /// let wq = cmwq::Workqueue::builder("prio_doc").build().unwrap();
+    /// assert_eq!(wq.stats().priority, "nice 0");
+    /// assert_eq!(wq.stats().priority_fallback, None);
+    /// ```
     pub fn priority(mut self, p: Priority) -> Self {
         self.priority = p;
         self
@@ -772,6 +831,26 @@ impl WorkqueueBuilder {
     /// When the priority is not allowed (no `CAP_SYS_NICE`, `RLIMIT_RTPRIO` 0),
     /// run at the best allowed one and say so in [`Workqueue::stats`] instead of
     /// failing (default: fail with [`Error::PriorityDenied`]).
+    ///
+    /// ```
+    /// use cmwq::{Priority, Work, Workqueue};
+    /// // Builds with or without CAP_SYS_NICE.
+    /// let wq = Workqueue::builder("fallback_doc")
+    ///     .priority(Priority::High)
+    ///     .priority_fallback(true)
+    ///     .build()
+    ///     .unwrap();
+    /// let st = wq.stats();
+    /// match &st.priority_fallback {
+    ///     // Granted: the workers run above nice 0 ("nice -20", or "fifo 1").
+    ///     None => assert_ne!(st.priority, "nice 0"),
+    ///     // Denied: the note says what was asked for and what is used instead.
+    ///     Some(note) => assert!(note.contains(&st.priority), "{note}"),
+    /// }
+    /// let w = Work::new(|| {});
+    /// assert!(wq.queue(&w));
+    /// w.flush();
+    /// ```
     pub fn priority_fallback(mut self, yes: bool) -> Self {
         self.fallback = yes;
         self
@@ -1331,11 +1410,19 @@ impl Workqueue {
     /// queue, that CPU's pod for an unbound one. A CPU with no pool is an error.
     ///
     /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
     /// let wq = cmwq::Workqueue::builder("queue_on_doc").build().unwrap();
-    /// let w = cmwq::Work::new(|| {});
-    /// assert_eq!(wq.queue_on(0, &w), Ok(true));
+    /// // A CPU this process may run on (CPU 0 may be outside a container's set).
+    /// let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let r = ran.clone();
+    /// let w = cmwq::Work::new(move || r.store(true, Ordering::SeqCst));
+    /// assert_eq!(wq.queue_on(cpu, &w), Ok(true));
     /// assert!(wq.queue_on(1 << 20, &w).is_err(), "no such CPU");
     /// w.flush();
+    /// assert!(ran.load(Ordering::SeqCst));
     /// ```
     pub fn queue_on(&self, cpu: usize, work: &Work) -> Result<bool, Error> {
         self.check_cpu(cpu)?;
@@ -1477,6 +1564,20 @@ impl Workqueue {
     /// when the timer fires, the item goes to that CPU's pool (bound queue) or
     /// pod (unbound queue), as [`queue_on`](Self::queue_on). False if already
     /// pending or refused by a draining queue; a CPU with no pool is an error.
+    ///
+    /// ```
+    /// use cmwq::{DelayedWork, Workqueue};
+    /// use std::time::Duration;
+    ///
+    /// let wq = Workqueue::builder("delayed_on_doc").build().unwrap();
+    /// let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+    /// let dw = DelayedWork::new(|| {});
+    /// assert_eq!(wq.queue_delayed_on(cpu, &dw, Duration::from_millis(2)), Ok(true));
+    /// // Already pending: refused, as `queue_delayed`.
+    /// assert_eq!(wq.queue_delayed_on(cpu, &dw, Duration::ZERO), Ok(false));
+    /// dw.flush();
+    /// assert!(!dw.is_pending());
+    /// ```
     pub fn queue_delayed_on(
         &self,
         cpu: usize,
@@ -1502,6 +1603,20 @@ impl Workqueue {
 
     /// Re-arms `dw` to run after `delay` whether or not it was pending
     /// (`mod_delayed_work`). Returns whether it was pending before.
+    ///
+    /// ```
+    /// use cmwq::{DelayedWork, Workqueue};
+    /// use std::time::Duration;
+    ///
+    /// let wq = Workqueue::builder("mod_delayed_doc").build().unwrap();
+    /// let dw = DelayedWork::new(|| {});
+    /// // Not pending yet: arms it.
+    /// assert!(!wq.mod_delayed(&dw, Duration::from_secs(60)));
+    /// // Pending: pulls the timer in (a debounce re-arms this way).
+    /// assert!(wq.mod_delayed(&dw, Duration::from_millis(1)));
+    /// dw.flush();
+    /// assert!(!dw.is_pending());
+    /// ```
     pub fn mod_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
         let mut was = false;
         loop {
@@ -1523,6 +1638,24 @@ impl Workqueue {
 
     /// Waits until every item queued before the call has finished (`flush_workqueue`).
     ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let wq = Workqueue::builder("flush_doc").build().unwrap();
+    /// let n = Arc::new(AtomicUsize::new(0));
+    /// let items: Vec<Work> = (0..8)
+    ///     .map(|_| {
+    ///         let n = n.clone();
+    ///         Work::new(move || { n.fetch_add(1, Ordering::SeqCst); })
+    ///     })
+    ///     .collect();
+    /// items.iter().for_each(|w| assert!(wq.queue(w)));
+    /// wq.flush();
+    /// assert_eq!(n.load(Ordering::SeqCst), 8);
+    /// ```
+    ///
     /// # Panics
     ///
     /// When called from a work item of this workqueue, which would wait for
@@ -1535,6 +1668,29 @@ impl Workqueue {
     /// Waits until the workqueue is empty (`drain_workqueue`). While draining,
     /// only its own items may queue more work to it; other queue attempts return
     /// false and are counted as rejected.
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::{Arc, OnceLock};
+    ///
+    /// // An item that queues itself again until it has run 5 times: a flush
+    /// // could return before the chain ends, a drain waits for all of it.
+    /// let wq = Workqueue::builder("drain_doc").build().unwrap();
+    /// let n = Arc::new(AtomicUsize::new(0));
+    /// let me: Arc<OnceLock<(Workqueue, Work)>> = Arc::new(OnceLock::new());
+    /// let (n2, me2) = (n.clone(), me.clone());
+    /// let w = Work::new(move || {
+    ///     if n2.fetch_add(1, Ordering::SeqCst) < 4 {
+    ///         let (wq, w) = me2.get().unwrap();
+    ///         wq.queue(w);
+    ///     }
+    /// });
+    /// me.set((wq.clone(), w.clone())).unwrap();
+    /// assert!(wq.queue(&w));
+    /// wq.drain();
+    /// assert_eq!(n.load(Ordering::SeqCst), 5);
+    /// ```
     ///
     /// # Panics
     ///
@@ -1607,6 +1763,16 @@ impl Workqueue {
 
     /// Changes `max_active` (`workqueue_set_max_active`); waiting items start if
     /// the new limit allows. Not allowed on ordered queues.
+    ///
+    /// ```
+    /// use cmwq::{Error, Workqueue};
+    /// let wq = Workqueue::builder("set_max_doc").unbound().max_active(1).build().unwrap();
+    /// wq.set_max_active(8).unwrap();
+    /// assert_eq!(wq.max_active(), 8);
+    /// assert_eq!(wq.attrs().max_active, 8);
+    /// let ord = Workqueue::builder("set_max_doc_ord").ordered().build().unwrap();
+    /// assert!(matches!(ord.set_max_active(2), Err(Error::OrderedMaxActive(2))));
+    /// ```
     pub fn set_max_active(&self, n: usize) -> Result<(), Error> {
         if n == 0 || n > MAX_ACTIVE {
             return Err(Error::InvalidMaxActive {
@@ -1783,6 +1949,27 @@ impl Workqueue {
 /// A work item that can be queued after a delay (`struct delayed_work`).
 ///
 /// All delayed work of the process shares one timer thread.
+///
+/// ```
+/// use cmwq::{DelayedWork, Workqueue};
+/// use std::time::Duration;
+///
+/// let wq = Workqueue::builder("delayed_doc").build().unwrap();
+/// let dw = DelayedWork::new(|| {});
+/// // Cancelled before its timer fires: it never runs.
+/// assert!(wq.queue_delayed(&dw, Duration::from_secs(60)));
+/// assert!(dw.is_pending());
+/// assert!(dw.cancel_sync());
+/// assert!(!dw.is_pending());
+/// // Disabled: queueing is refused until enabled again.
+/// dw.disable();
+/// assert!(!wq.queue_delayed(&dw, Duration::from_millis(1)));
+/// assert!(dw.enable());
+/// assert!(wq.queue_delayed(&dw, Duration::from_secs(60)));
+/// // `flush` fires an armed timer now and waits for the item.
+/// dw.flush();
+/// assert!(!dw.is_pending());
+/// ```
 #[derive(Clone, Debug)]
 pub struct DelayedWork {
     work: Work,

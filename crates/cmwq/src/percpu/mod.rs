@@ -131,6 +131,22 @@ pub struct DrainStats {
 
 /// One `T` per possible CPU, reached from the current CPU or by index; see the
 /// [module docs](self) for the two drain modes.
+///
+/// ```
+/// use cmwq::percpu::{Mode, PerCpu};
+///
+/// // A per-CPU event counter, bumped locally and summed on demand.
+/// let hits = PerCpu::new(Mode::Local, |_cpu| 0u64).unwrap();
+/// assert_eq!(hits.nr_slots(), cmwq::percpu::nr_possible_cpus());
+/// for _ in 0..10 {
+///     hits.with_local(|n| *n += 1);
+/// }
+/// let sum: u64 = (0..hits.nr_slots()).map(|c| hits.with_cpu(c, |n| *n).unwrap()).sum();
+/// assert_eq!(sum, 10);
+/// // `Local` mode drains each slot on its own CPU's worker.
+/// let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+/// hits.drain_on(cpu, |n| *n = 0).unwrap();
+/// ```
 pub struct PerCpu<T> {
     inner: Arc<Inner<T>>,
     mode: Mode,

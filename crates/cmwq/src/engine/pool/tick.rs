@@ -201,6 +201,26 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// The guard form of [`blocking`]: the worker counts as blocked until it drops.
+///
+/// ```
+/// use cmwq::{BlockingGuard, Work, Workqueue};
+/// use std::sync::{mpsc, Mutex};
+///
+/// // A bound queue runs one worker per CPU at a time unless one says it blocks.
+/// let wq = Workqueue::builder("blocking_doc").build().unwrap();
+/// let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+/// let (tx, rx) = mpsc::channel();
+/// let rx = Mutex::new(rx);
+/// let waiter = Work::new(move || {
+///     let _g = BlockingGuard::new(); // another worker may start meanwhile
+///     rx.lock().unwrap().recv().unwrap()
+/// });
+/// // Same CPU, same pool: this one runs while `waiter` sleeps, and wakes it.
+/// let sender = Work::new(move || tx.send(()).unwrap());
+/// assert_eq!(wq.queue_on(cpu, &waiter), Ok(true));
+/// assert_eq!(wq.queue_on(cpu, &sender), Ok(true));
+/// wq.flush();
+/// ```
 #[must_use = "the worker counts as blocked only while the guard lives"]
 pub struct BlockingGuard {
     slot: Option<(&'static Pool, usize)>,
