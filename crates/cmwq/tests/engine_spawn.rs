@@ -147,30 +147,54 @@ fn flush_drain_and_destroy_wait_for_spawned_jobs() {
     assert_eq!(ran.load(Ordering::SeqCst), 60);
 }
 
+/// `wq` held in `drain` by a job that waits at a gate: outsiders' items are
+/// refused (the queue has refused one already) until [`finish`](Self::finish).
+struct Draining {
+    gate: Arc<std::sync::Barrier>,
+    drainer: thread::JoinHandle<()>,
+    holder: JoinHandle<()>,
+}
+
+impl Draining {
+    fn start(wq: &Workqueue) -> Draining {
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let g2 = gate.clone();
+        let holder = wq.spawn(move || {
+            cmwq::blocking(|| {
+                g2.wait();
+                g2.wait();
+            });
+        });
+        gate.wait();
+        let wq2 = wq.clone();
+        let drainer = thread::spawn(move || wq2.drain());
+        while wq.stats().rejected == 0 {
+            drop(wq.spawn(|| ()));
+            thread::yield_now();
+        }
+        Draining {
+            gate,
+            drainer,
+            holder,
+        }
+    }
+
+    /// Lets the holding job end and waits for the drain.
+    fn finish(self) {
+        self.gate.wait();
+        self.drainer.join().unwrap();
+        self.holder.join().unwrap();
+    }
+}
+
 #[test]
 fn a_draining_queue_refuses_a_spawn_at_once() {
     let wq = unbound("sp_refused");
-    let gate = Arc::new(std::sync::Barrier::new(2));
-    let g2 = gate.clone();
-    let holder = wq.spawn(move || {
-        cmwq::blocking(|| {
-            g2.wait();
-            g2.wait();
-        })
-    });
-    gate.wait();
-    let wq2 = wq.clone();
-    let drainer = thread::spawn(move || wq2.drain());
-    while wq.stats().rejected == 0 {
-        drop(wq.spawn(|| ()));
-        thread::yield_now();
-    }
+    let draining = Draining::start(&wq);
     let h = wq.spawn(|| 5);
     assert!(h.is_finished());
     assert!(matches!(h.join(), Err(JoinError::Refused)));
-    gate.wait();
-    drainer.join().unwrap();
-    holder.join().unwrap();
+    draining.finish();
 }
 
 #[test]
@@ -460,21 +484,7 @@ fn an_executed_panic_goes_to_the_queue_panic_handler() {
 #[test]
 fn a_draining_queue_refuses_execute_and_drops_the_closure() {
     let wq = unbound("ex_refused");
-    let gate = Arc::new(std::sync::Barrier::new(2));
-    let g2 = gate.clone();
-    let holder = wq.spawn(move || {
-        cmwq::blocking(|| {
-            g2.wait();
-            g2.wait();
-        })
-    });
-    gate.wait();
-    let wq2 = wq.clone();
-    let drainer = thread::spawn(move || wq2.drain());
-    while wq.stats().rejected == 0 {
-        drop(wq.spawn(|| ()));
-        thread::yield_now();
-    }
+    let draining = Draining::start(&wq);
     let dropped = Arc::new(AtomicUsize::new(0));
     struct Guard(Arc<AtomicUsize>);
     impl Drop for Guard {
@@ -494,9 +504,7 @@ fn a_draining_queue_refuses_execute_and_drops_the_closure() {
         1,
         "the refused closure was kept"
     );
-    gate.wait();
-    drainer.join().unwrap();
-    holder.join().unwrap();
+    draining.finish();
     assert_eq!(ran.load(Ordering::SeqCst), 0);
 }
 
