@@ -43,14 +43,10 @@ pub mod percpu;
 mod priority;
 mod sched;
 pub mod snapshot;
-mod spawn;
 mod sync;
 pub mod topology;
 mod trace;
 mod types;
-
-// `crate::work` is the path `spawn` knows the work cell by.
-use engine::work;
 
 /// The engine's leaves for `tests/loom_models.rs` (`--cfg loom` builds only).
 #[cfg(loom)]
@@ -67,10 +63,11 @@ const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
 };
 
 pub use engine::{
-    BlockingGuard, DFL_SPREAD_THRESH, DelayedWork, MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK,
-    Work, Workqueue, WorkqueueBuilder, blocking, cpu_intensive_thresh, panic_reports_failed,
-    set_cpu_intensive_thresh, set_idle_timeout, set_panic_hook, set_spread_thresh, spread_thresh,
-    system, system_highpri, system_long, system_unbound, watchdog_ticks, workqueue_names,
+    BlockingGuard, DFL_SPREAD_THRESH, DelayedWork, JoinError, JoinHandle, MAYDAY_INITIAL_TIMEOUT,
+    TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder, blocking, cpu_intensive_thresh,
+    panic_reports_failed, set_cpu_intensive_thresh, set_idle_timeout, set_panic_hook,
+    set_spread_thresh, spread_thresh, system, system_highpri, system_long, system_unbound,
+    watchdog_ticks, workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
 pub use engine::{debug_fail_worker_creation, debug_kill_next_worker};
@@ -78,7 +75,6 @@ pub use error::Error;
 pub use params::check_env;
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::{Snapshot, snapshot};
-pub use spawn::{JoinError, JoinHandle};
 pub use types::{
     DFL_ACTIVE, MAX_ACTIVE, MIN_ACTIVE, PoolCounts, UnboundConcurrency, WakeMode, WorkqueueStats,
     WqAttrs, WqFlags,

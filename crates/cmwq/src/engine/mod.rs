@@ -14,6 +14,8 @@
 //!   attrs changes, rescuer and registry.
 //! - [`node`]: an unbound workqueue's per-NUMA-node `max_active` budget.
 //! - [`pool`]: worker pools, their lanes, workers, manager and tick.
+//! - [`spawn`]: one-off jobs (`spawn`, `execute`): a work cell that runs a
+//!   closure once, its result slot and the handle's view of it.
 //! - [`timer`]: delayed work.
 //! - [`watchdog`]: the tick that stands in for the scheduler's hooks.
 //!
@@ -91,10 +93,10 @@
 pub mod loom_api;
 mod node;
 mod pool;
+mod spawn;
 mod timer;
 mod watchdog;
-/// Open to the crate for `spawn`, whose jobs are work cells.
-pub(crate) mod work;
+mod work;
 mod workqueue;
 
 // What the rest of the crate may use: the public API (re-exported again by
@@ -106,6 +108,7 @@ pub use pool::{
 };
 #[cfg(feature = "failure-injection")]
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
+pub use spawn::{JoinError, JoinHandle};
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_ticks,
 };

@@ -28,12 +28,12 @@ use std::time::Duration;
 
 use super::node::{NodeActive, NodeGet};
 use super::pool::{self, NR_COLORS, Pool, PoolAttrs};
+use super::spawn::{self, JoinHandle};
 use super::timer;
 use super::work::{Work, WorkInner};
 use crate::error::Error;
 use crate::priority::{self, PoolPrio, Priority};
 use crate::sched;
-use crate::spawn::{self, JoinHandle};
 use crate::sync::{Condvar, Mutex, RwLock};
 use crate::topology::{Scope, Topology};
 use crate::trace;

@@ -49,10 +49,11 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use crate::work::{Job, WorkCell, WorkInner};
+use super::work::{Job, WorkCell, WorkInner};
+use crate::sync::{Mutex, MutexGuard};
 
 /// Why a spawned job gave no value.
 pub enum JoinError {
@@ -131,7 +132,7 @@ struct Spawned<F, T> {
 
 impl<F, T> Spawned<F, T> {
     fn lock(&self) -> MutexGuard<'_, Slot<F, T>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock()
     }
 
     fn finish(&self, r: Result<T, JoinError>) {
@@ -362,7 +363,7 @@ struct Detached<F> {
 
 impl<F: FnOnce() + Send + 'static> Job for Detached<F> {
     fn run(&self) {
-        let f = self.f.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let f = self.f.lock().take();
         if let Some(f) = f {
             f();
         }
@@ -385,7 +386,7 @@ pub(crate) fn execute<F: FnOnce() + Send + 'static>(
     if queue(&item) {
         return true;
     }
-    let f = cell.func.f.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let f = cell.func.f.lock().take();
     drop(f);
     false
 }
