@@ -1,7 +1,7 @@
 //! A serializable picture of the process's workqueues: what the kernel's
 //! `wq_dump.py` and `wq_monitor.py` read out of a live kernel with drgn.
 //!
-//! [`snapshot()`] takes it in-process; the control endpoint
+//! [`crate::snapshot()`] takes it in-process; the control endpoint
 //! ([`crate::control`]) sends the same structure to `cmwq dump` and `cmwq
 //! monitor` in another process. Each part is read under its own lock, one
 //! pool or workqueue at a time, so the picture is consistent per pool and per
@@ -240,42 +240,6 @@ pub struct RescuerSnap {
     pub tid: i32,
     /// CPUs it may run on (its affinity).
     pub cpus: Vec<usize>,
-}
-
-/// Takes a picture of this process's topology, pools and workqueues.
-///
-/// ```
-/// let wq = cmwq::Workqueue::builder("snap_doc").unbound().build().unwrap();
-/// let s = cmwq::snapshot();
-/// let me = s.workqueues.iter().find(|w| w.name == "snap_doc").unwrap();
-/// assert_eq!(me.kind, "unbound");
-/// assert!(me.dfl_pool.is_some_and(|p| s.pools.iter().any(|q| q.id == p)));
-/// drop(wq);
-/// ```
-pub fn snapshot() -> Snapshot {
-    let topology = crate::engine::topology_snap();
-    let workqueues = crate::engine::workqueue_snaps();
-    let pools = crate::engine::pool_snaps();
-    let taken_unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    Snapshot {
-        version: SNAPSHOT_VERSION,
-        pid: std::process::id(),
-        comm: std::fs::read_to_string("/proc/self/comm")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
-        taken_unix_ms,
-        highpri_policy: match crate::highpri_policy() {
-            Ok(crate::HighpriPolicy::Nice) => "nice".into(),
-            Ok(crate::HighpriPolicy::Fifo) => "fifo".into(),
-            Err(e) => format!("invalid ({e})"),
-        },
-        cpu_intensive_thresh_us: crate::cpu_intensive_thresh().as_micros() as u64,
-        topology,
-        pools,
-        workqueues,
-    }
 }
 
 /// Kind of an OpenMetrics metric family.

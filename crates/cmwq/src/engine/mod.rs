@@ -93,6 +93,7 @@
 pub mod loom_api;
 mod node;
 mod pool;
+mod snap;
 mod spawn;
 mod timer;
 mod watchdog;
@@ -102,24 +103,24 @@ mod workqueue;
 // What the rest of the crate may use: the public API (re-exported again by
 // `lib.rs`) and the parts of the snapshot and of the control endpoint's
 // knobs that are built here. Everything else stays inside this folder.
-pub(crate) use pool::pool_snaps;
 pub use pool::{
     BlockingGuard, DFL_SPREAD_THRESH, blocking, set_idle_timeout, set_spread_thresh, spread_thresh,
 };
 #[cfg(feature = "failure-injection")]
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
+pub use snap::snapshot;
 pub use spawn::{JoinError, JoinHandle};
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_ticks,
 };
 pub use work::Work;
+pub(crate) use workqueue::WqInner;
 #[cfg(feature = "control")]
 pub(crate) use workqueue::find_by_name;
 pub use workqueue::{
     DelayedWork, Workqueue, WorkqueueBuilder, panic_reports_failed, set_panic_hook, system,
     system_highpri, system_long, system_unbound, workqueue_names,
 };
-pub(crate) use workqueue::{WqInner, topology_snap, workqueue_snaps};
 
 /// Calls from the engine into the layers above it, filled in by the crate
 /// root (`crate::ENGINE_HOOKS`), so that no module of the engine names them.

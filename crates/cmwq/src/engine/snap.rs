@@ -1,0 +1,43 @@
+//! The picture `cmwq dump` shows: [`snapshot()`] assembles the parts each
+//! engine module builds from what it owns (the topology and workqueues in
+//! `workqueue`, the pools in `pool::snap`) into the plain data of
+//! [`crate::snapshot`], which depends on nothing here.
+
+use super::{pool, workqueue};
+use crate::snapshot::Snapshot;
+
+/// Takes a picture of this process's topology, pools and workqueues.
+///
+/// ```
+/// let wq = cmwq::Workqueue::builder("snap_doc").unbound().build().unwrap();
+/// let s = cmwq::snapshot();
+/// let me = s.workqueues.iter().find(|w| w.name == "snap_doc").unwrap();
+/// assert_eq!(me.kind, "unbound");
+/// assert!(me.dfl_pool.is_some_and(|p| s.pools.iter().any(|q| q.id == p)));
+/// drop(wq);
+/// ```
+pub fn snapshot() -> Snapshot {
+    let topology = workqueue::topology_snap();
+    let workqueues = workqueue::workqueue_snaps();
+    let pools = pool::pool_snaps();
+    let taken_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Snapshot {
+        version: crate::snapshot::SNAPSHOT_VERSION,
+        pid: std::process::id(),
+        comm: std::fs::read_to_string("/proc/self/comm")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        taken_unix_ms,
+        highpri_policy: match crate::highpri_policy() {
+            Ok(crate::HighpriPolicy::Nice) => "nice".into(),
+            Ok(crate::HighpriPolicy::Fifo) => "fifo".into(),
+            Err(e) => format!("invalid ({e})"),
+        },
+        cpu_intensive_thresh_us: crate::cpu_intensive_thresh().as_micros() as u64,
+        topology,
+        pools,
+        workqueues,
+    }
+}
