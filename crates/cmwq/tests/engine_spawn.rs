@@ -15,11 +15,18 @@ use std::time::Duration;
 
 use cmwq::{JoinError, JoinHandle, Workqueue};
 
-/// Counts allocations made by a thread while it says so.
+/// Counts allocations made by a thread while it says so. The count is per
+/// thread too: tests run in parallel, and one test's allocations must not
+/// show in another's count.
 struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// This thread's allocations so far (while counting).
+fn allocs() -> usize {
+    ALLOCS.with(|a| a.get())
 }
 
 // SAFETY: every call is forwarded unchanged to the system allocator; the
@@ -27,7 +34,7 @@ thread_local! {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         if COUNTING.with(|c| c.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            ALLOCS.with(|a| a.set(a.get() + 1));
         }
         // SAFETY: forwarded unchanged to the system allocator.
         unsafe { System.alloc(l) }
@@ -240,18 +247,18 @@ fn a_spawn_makes_at_most_one_allocation() {
     let mut worst = 0;
     for i in 0..2000u64 {
         COUNTING.with(|c| c.set(true));
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = allocs();
         let h = wq.spawn(move || i + 1);
-        let n = ALLOCS.load(Ordering::Relaxed) - before;
+        let n = allocs() - before;
         COUNTING.with(|c| c.set(false));
         worst = worst.max(n);
         assert_eq!(h.join().unwrap(), i + 1);
     }
     // The counter works (a control).
     COUNTING.with(|c| c.set(true));
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     drop(std::hint::black_box(Box::new(1u8)));
-    let ctl = ALLOCS.load(Ordering::Relaxed) - before;
+    let ctl = allocs() - before;
     COUNTING.with(|c| c.set(false));
     assert_eq!(ctl, 1);
     assert!(worst <= 1, "a spawn allocated {worst} times");
@@ -260,9 +267,9 @@ fn a_spawn_makes_at_most_one_allocation() {
 /// Allocations made by this thread while `f` runs.
 fn allocs_during(f: impl FnOnce()) -> usize {
     COUNTING.with(|c| c.set(true));
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     f();
-    let n = ALLOCS.load(Ordering::Relaxed) - before;
+    let n = allocs() - before;
     COUNTING.with(|c| c.set(false));
     n
 }

@@ -16,8 +16,9 @@
 //! allocates nothing more in steady state (the `engine_spawn` test counts).
 //!
 //! A thread that spawns keeps its last [`SPARE_CELLS`] cells in a ring (one
-//! reference each) and reuses the oldest once nobody else holds it: the job
-//! ran, the engine let go of it and the handle was joined or dropped. A
+//! reference each) and reuses the oldest, reset in place, once nobody else
+//! holds it: the job ran, the engine let go of it and the handle was joined
+//! or dropped; a cell still held gives its slot to a new one. A
 //! thread that spawns jobs of one closure type in a loop then allocates
 //! nothing per spawn, and the cell is freed by the thread that made it rather
 //! than by a worker (glibc's `malloc` pays for a chunk freed on another
@@ -44,7 +45,6 @@
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -303,55 +303,70 @@ pub(crate) const SPARE_CELLS: usize = 128;
 /// A job cell as the spawning thread's ring holds it, its types erased.
 type Spare = Arc<dyn Any + Send + Sync>;
 
-thread_local! {
-    /// The cells this thread spawned last, oldest first, each held once here.
-    static SPARE: RefCell<VecDeque<Spare>> = const { RefCell::new(VecDeque::new()) };
+/// The cells a thread spawned last: slot `next` holds the one made
+/// [`SPARE_CELLS`] spawns ago, the next to reuse or replace.
+struct Ring {
+    cells: Vec<Spare>,
+    next: usize,
 }
 
-/// The oldest cell of the ring if nobody else holds it (the job ran, the
-/// engine dropped it, the handle is gone) and it was made for the job type
-/// `J`. An older cell of another type is let go, so the ring follows the
-/// thread's current closure type.
-fn take_spare<J: Job>(ring: &RefCell<VecDeque<Spare>>) -> Option<Arc<WorkCell<J>>> {
-    // Busy only when a cell dropped below runs a destructor that spawns.
-    let mut ring = ring.try_borrow_mut().ok()?;
-    if ring.front().is_none_or(|c| Arc::strong_count(c) != 1) {
-        return None;
+thread_local! {
+    static SPARE: RefCell<Ring> = const {
+        RefCell::new(Ring {
+            cells: Vec::new(),
+            next: 0,
+        })
+    };
+}
+
+impl Ring {
+    /// A cell for `job`: the one in slot `next`, reset in place, if nobody
+    /// else holds it (the job ran, the engine dropped it, the handle is gone)
+    /// and it was made for `J`; else a new one, which takes the slot (the old
+    /// cell lives on with whoever still holds it, and is returned to be
+    /// dropped once the ring is released).
+    fn cell_for<J: Job>(&mut self, job: J) -> (Arc<WorkCell<J>>, Option<Spare>) {
+        let i = self.next;
+        self.next = (i + 1) % SPARE_CELLS;
+        let Some(slot) = self.cells.get_mut(i) else {
+            let cell = Arc::new(WorkCell::new(job));
+            self.cells.push(cell.clone());
+            return (cell, None);
+        };
+        // `get_mut` is `Some` only for a unique `Arc` (no weak ones exist).
+        if let Some(cell) = Arc::get_mut(slot).and_then(|c| c.downcast_mut::<WorkCell<J>>()) {
+            cell.reset(job);
+            let typed = Arc::clone(slot)
+                .downcast::<WorkCell<J>>()
+                .expect("the type was checked just above");
+            return (typed, None);
+        }
+        let cell = Arc::new(WorkCell::new(job));
+        let old = std::mem::replace(slot, cell.clone());
+        (cell, Some(old))
     }
-    let oldest = ring.pop_front()?;
-    drop(ring);
-    let mut cell = oldest.downcast::<WorkCell<J>>().ok()?;
-    // No weak references exist, so a count of one means unique; this checks both.
-    Arc::get_mut(&mut cell)?;
-    Some(cell)
 }
 
 /// A fresh cell running `job`: a spare one of this thread when there is one,
-/// else a new allocation. Either way the ring keeps a reference to it.
+/// else a new allocation (see [`Ring::cell_for`]).
 fn cell_for<J: Job>(job: J) -> Arc<WorkCell<J>> {
-    let cell = match SPARE.try_with(take_spare::<J>).ok().flatten() {
-        Some(mut cell) => {
-            // Counters, last pool and state all start over, as in a new cell.
-            *Arc::get_mut(&mut cell).expect("a spare cell is unique") = WorkCell::new(job);
-            cell
-        }
-        None => Arc::new(WorkCell::new(job)),
-    };
-    let evicted = SPARE
+    let mut job = Some(job);
+    let made = SPARE
         .try_with(|ring| {
+            // Busy only when a cell dropped below runs a destructor that spawns.
             let mut ring = ring.try_borrow_mut().ok()?;
-            ring.push_back(cell.clone());
-            if ring.len() > SPARE_CELLS {
-                ring.pop_front()
-            } else {
-                None
-            }
+            Some(ring.cell_for(job.take().expect("taken once")))
         })
         .ok()
         .flatten();
-    // Dropped with the ring released: its result's destructor may spawn.
-    drop(evicted);
-    cell
+    match made {
+        Some((cell, replaced)) => {
+            // Dropped with the ring released: a result's destructor may spawn.
+            drop(replaced);
+            cell
+        }
+        None => Arc::new(WorkCell::new(job.take().expect("not taken"))),
+    }
 }
 
 /// A job with no handle ([`Workqueue::execute`](crate::Workqueue::execute)):

@@ -88,6 +88,18 @@ impl<J> WorkCell<J> {
             func,
         }
     }
+
+    /// Makes an idle item nobody else holds (`&mut`) new again, running
+    /// `func`: what [`new`](Self::new) gives, without building a second cell.
+    /// The counters start over: nobody waits on a unique cell's last cycle.
+    pub(crate) fn reset(&mut self, func: J) {
+        self.state.store(0, Ordering::Relaxed);
+        self.pool.store(0, Ordering::Relaxed);
+        self.queued.store(0, Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+        self.waiters.store(0, Ordering::Relaxed);
+        self.func = func;
+    }
 }
 
 /// The address that names an item (thin, whatever its job type).
