@@ -7,8 +7,6 @@
 
 use std::ffi::{CStr, c_char, c_int, c_long, c_uint, c_void};
 
-use cmwq::topology::Scope;
-
 use crate::wq::{CWq, with_sysfs};
 
 const PREFIXES: [&str; 2] = [
@@ -69,47 +67,26 @@ pub unsafe extern "C" fn filp_open(path: *const c_char, flags: c_int, mode: c_ui
     // SAFETY: `path` is a C string; open has no other preconditions.
     let fd = unsafe { libc::open(path, flags | libc::O_CLOEXEC, mode) };
     if fd < 0 {
-        return err_ptr(
-            std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO),
-        );
+        return err_ptr(last_errno());
     }
     Box::into_raw(Box::new(File::Fd(fd)))
 }
 
 fn store(w: &CWq, attr: &str, value: &str) -> Result<(), String> {
-    let e = |e: cmwq::Error| e.to_string();
-    match attr {
-        // The process's default scope is the engine's to say.
-        "affinity_scope" if value == "default" => cmwq::control::store_attr(&w.wq, attr, value),
-        "affinity_scope" => {
-            let s: Scope = value.parse().map_err(|_| {
-                "expected cpu, smt, cache, cache_shard, numa, system or default".to_string()
-            })?;
-            w.wq.set_affinity_scope(s).map_err(e)
-        }
-        "affinity_strict" => match value {
-            "0" => w.wq.set_affinity_strict(false).map_err(e),
-            "1" => w.wq.set_affinity_strict(true).map_err(e),
-            _ => Err("expected 0 or 1".into()),
-        },
-        "cpumask" => {
-            let cpus = cmwq::control::parse_hex_cpumask(value)?;
-            w.wq.set_cpumask(&cpus).map_err(e)
-        }
-        "nice" => {
-            let n: i32 = value.parse().map_err(|_| "expected -20..19".to_string())?;
-            w.wq.set_nice(n).map_err(e)
-        }
-        "max_active" => {
-            let n: usize = value
-                .parse()
-                .map_err(|_| format!("expected 1..{}", cmwq::MAX_ACTIVE))?;
-            w.wq.set_max_active(n).map_err(e)
-        }
-        _ => Err("read-only attribute".into()),
+    // The writable files of a WQ_SYSFS queue's directory; the control
+    // endpoint's `cpus` knob has no sysfs file.
+    const WRITABLE: [&str; 5] = [
+        "affinity_scope",
+        "affinity_strict",
+        "cpumask",
+        "nice",
+        "max_active",
+    ];
+    if !WRITABLE.contains(&attr) {
+        return Err("read-only attribute".into());
     }
+    // One parser for a sysfs-form value, shared with `cmwq set`.
+    cmwq::control::store_attr(&w.wq, attr, value)
 }
 
 fn show(w: &CWq, attr: &str) -> String {
@@ -173,9 +150,7 @@ pub unsafe extern "C" fn kernel_write(
                 }
             };
             if n < 0 {
-                return -(std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO) as isize);
+                return -(last_errno() as isize);
             }
             if !pos.is_null() {
                 // SAFETY: as promised.
@@ -184,6 +159,13 @@ pub unsafe extern "C" fn kernel_write(
             n
         }
     }
+}
+
+/// The `errno` of the last failed libc call (`EIO` if it set none).
+fn last_errno() -> c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// `kernel_read`: reads up to `count` bytes at `*pos`: an attribute's value
@@ -223,9 +205,7 @@ pub unsafe extern "C" fn kernel_read(
             // SAFETY: `buf` has room for `count` bytes.
             let n = unsafe { libc::pread(*fd, buf, count, off) };
             if n < 0 {
-                return -(std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO) as isize);
+                return -(last_errno() as isize);
             }
             n
         }

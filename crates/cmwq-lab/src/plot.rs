@@ -33,6 +33,36 @@ pub(crate) fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Writes a panel's two axis titles: `y.2` rotated and centred on `(y.0,
+/// y.1)`, `x.2` centred on `(x.0, x.1)`. Both are escaped.
+pub(crate) fn axis_titles(s: &mut String, y: (f64, f64, &str), x: (f64, f64, &str)) {
+    let (tx, ty, yt) = y;
+    let _ = writeln!(
+        s,
+        r##"<text class="axis-title" x="{tx:.1}" y="{ty:.1}" text-anchor="middle" transform="rotate(-90 {tx:.1} {ty:.1})" fill="#444">{}</text>"##,
+        esc(yt)
+    );
+    let _ = writeln!(
+        s,
+        r##"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+        x.0,
+        x.1,
+        esc(x.2)
+    );
+}
+
+/// Writes `notes` as lines centred on `cx`, the first at `y0`, one every 14 px.
+pub(crate) fn note_lines(s: &mut String, cx: f64, y0: f64, notes: &[String]) {
+    for (i, n) in notes.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text class="note" x="{cx}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+            y0 + 14.0 * i as f64,
+            esc(n)
+        );
+    }
+}
+
 /// Checks that `--plot PATH` can be written, before a run that could take
 /// minutes: the name ends in `.svg`, and the file can be opened for writing
 /// (an existing file is opened without truncating it; a new one is created
@@ -276,15 +306,7 @@ pub fn strip_plot(p: &StripPlot<'_>) -> String {
         w / 2.0,
         esc(title)
     );
-    for (i, n) in notes.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            r##"<text class="note" x="{}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
-            w / 2.0,
-            32.0 + 14.0 * i as f64,
-            esc(n)
-        );
-    }
+    note_lines(&mut s, w / 2.0, 32.0, notes);
     for (k, m) in metrics.iter().enumerate() {
         let (px, py) = ((k % COLS) as f64 * PW, head + (k / COLS) as f64 * ph_all);
         let vtop = py + 20.0;
@@ -345,17 +367,14 @@ pub fn strip_plot(p: &StripPlot<'_>) -> String {
             );
         }
         // Axis titles: the metric on y, the sides on x.
-        let (tx, ty) = (px + 12.0, top + ph / 2.0);
-        let _ = writeln!(
-            s,
-            r##"<text class="axis-title" x="{tx:.1}" y="{ty:.1}" text-anchor="middle" transform="rotate(-90 {tx:.1} {ty:.1})" fill="#444">{}</text>"##,
-            esc(m)
-        );
-        let _ = writeln!(
-            s,
-            r##"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">side (each dot a run, bar = median)</text>"##,
-            left + pw / 2.0,
-            top + ph + 26.0
+        axis_titles(
+            &mut s,
+            (px + 12.0, top + ph / 2.0, m),
+            (
+                left + pw / 2.0,
+                top + ph + 26.0,
+                "side (each dot a run, bar = median)",
+            ),
         );
         let nsides = sides.len().max(1) as f64;
         let slot = pw / nsides;

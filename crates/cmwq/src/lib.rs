@@ -57,9 +57,18 @@ pub use engine::loom_api as __loom;
 const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
     #[cfg(feature = "control")]
     control_autostart: control::autostart,
-    // Built without the endpoint: `CMWQ_CONTROL=1` has nothing to start.
+    // Built without the endpoint: `CMWQ_CONTROL=1` has nothing to start; say
+    // so once rather than leave `cmwq dump` to find no socket.
     #[cfg(not(feature = "control"))]
-    control_autostart: || {},
+    control_autostart: || {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            eprintln!(
+                "cmwq: CMWQ_CONTROL=1 ignored: this build of cmwq has no control endpoint \
+                 (the `control` feature is off)"
+            );
+        });
+    },
 };
 
 pub use engine::{

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::runner::Report;
-use crate::plot::{PALETTE, esc, nice_ticks, tick_labels};
+use crate::plot::{PALETTE, axis_titles, esc, nice_ticks, note_lines, tick_labels};
 
 const W: f64 = 960.0;
 const PANEL_H: f64 = 340.0;
@@ -63,15 +63,7 @@ pub fn render(report: &Report, notes: &[String]) -> String {
         c.workers,
         c.rounds
     );
-    for (i, n) in notes.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            r##"<text class="note" x="{}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
-            W / 2.0,
-            36.0 + 14.0 * i as f64,
-            esc(n)
-        );
-    }
+    note_lines(&mut s, W / 2.0, 36.0, notes);
 
     // Panel 1: throughput bars with whiskers.
     let top = 56.0 + head;
@@ -103,16 +95,10 @@ pub fn render(report: &Report, notes: &[String]) -> String {
             yy + 4.0,
         );
     }
-    let (tx, ty) = (18.0, top + plot_h / 2.0);
-    let _ = writeln!(
-        s,
-        r##"<text class="axis-title" x="{tx}" y="{ty:.1}" text-anchor="middle" transform="rotate(-90 {tx} {ty:.1})" fill="#444">items/s</text>"##
-    );
-    let _ = writeln!(
-        s,
-        r##"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">executor/scope</text>"##,
-        LEFT + plot_w / 2.0,
-        top + plot_h + 76.0
+    axis_titles(
+        &mut s,
+        (18.0, top + plot_h / 2.0, "items/s"),
+        (LEFT + plot_w / 2.0, top + plot_h + 76.0, "executor/scope"),
     );
     if one_round {
         let _ = writeln!(
@@ -187,16 +173,14 @@ pub fn render(report: &Report, notes: &[String]) -> String {
         r#"<text x="{LEFT}" y="{}">round trip (queue to completion seen), median round of each row: further left = better</text>"#,
         top2 - 6.0
     );
-    let (tx, ty) = (18.0, top2 + plot_h / 2.0);
-    let _ = writeln!(
-        s,
-        r##"<text class="axis-title" x="{tx}" y="{ty:.1}" text-anchor="middle" transform="rotate(-90 {tx} {ty:.1})" fill="#444">quantile (tail stretched)</text>"##
-    );
-    let _ = writeln!(
-        s,
-        r##"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">round-trip latency (log scale)</text>"##,
-        LEFT + plot_w2 / 2.0,
-        top2 + plot_h + 30.0
+    axis_titles(
+        &mut s,
+        (18.0, top2 + plot_h / 2.0, "quantile (tail stretched)"),
+        (
+            LEFT + plot_w2 / 2.0,
+            top2 + plot_h + 30.0,
+            "round-trip latency (log scale)",
+        ),
     );
     let mut d = l0 as i32;
     while d <= l1 as i32 {

@@ -246,6 +246,9 @@ where
 #[must_use = "dropping a JoinHandle detaches the job; join or await it to get its result"]
 pub struct JoinHandle<T> {
     cell: Arc<WorkCell<dyn Outcome<T>>>,
+    /// The result was taken (`join`, or a poll that returned `Ready`): the
+    /// drop has nothing to detach and skips the job's lock.
+    taken: bool,
 }
 
 impl<T> fmt::Debug for JoinHandle<T> {
@@ -263,12 +266,15 @@ impl<T> JoinHandle<T> {
     ///
     /// When called from the job itself (it would wait for itself), or when the
     /// handle was already polled to completion as a future.
-    pub fn join(self) -> Result<T, JoinError> {
+    pub fn join(mut self) -> Result<T, JoinError> {
         self.cell.wait_cycles("JoinHandle::join");
-        self.cell
+        let r = self
+            .cell
             .func
             .poll_result(None)
-            .expect("a finished cycle has a result")
+            .expect("a finished cycle has a result");
+        self.taken = true;
+        r
     }
 
     /// Whether the job has finished (ran, panicked or was refused).
@@ -279,9 +285,9 @@ impl<T> JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        // After `join` or a completed poll the result is already taken and
-        // this only marks the cell; otherwise the job is detached.
-        self.cell.func.detach();
+        if !self.taken {
+            self.cell.func.detach();
+        }
     }
 }
 
@@ -289,8 +295,12 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.cell.func.poll_result(Some(cx.waker())) {
-            Some(r) => Poll::Ready(r),
+        let this = self.get_mut();
+        match this.cell.func.poll_result(Some(cx.waker())) {
+            Some(r) => {
+                this.taken = true;
+                Poll::Ready(r)
+            }
             None => Poll::Pending,
         }
     }
@@ -421,7 +431,7 @@ where
         }),
     });
     let item: Arc<WorkInner> = cell.clone();
-    (item, JoinHandle { cell })
+    (item, JoinHandle { cell, taken: false })
 }
 
 /// The queue refused the job: the handle reports it at once.
