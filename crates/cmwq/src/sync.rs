@@ -9,7 +9,8 @@
 //!
 //! [`model`] is the switch for the loom models (`tests/loom_models.rs`): under
 //! `--cfg loom` the leaves built on it (a work item's state word in
-//! `engine/work.rs`, a node's `nr_active` budget in `engine/node.rs`) use
+//! `engine/work.rs`, a node's `nr_active` budget in `engine/node.rs`, a
+//! spawned job's result hand-off in `engine/spawn.rs`) use
 //! loom's atomics and mutex, so the models run that code itself; otherwise
 //! they are `std`'s. The rest of the engine keeps `std`'s types in both
 //! modes: it starts threads, makes syscalls and keeps process-wide statics,
@@ -118,9 +119,11 @@ pub(crate) mod model {
     /// Atomics of the loom-checked leaves.
     pub(crate) mod atomic {
         #[cfg(loom)]
-        pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+        pub(crate) use loom::sync::atomic::{
+            AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        };
         #[cfg(not(loom))]
-        pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+        pub(crate) use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     }
 
     /// The point between a Dekker pair's store and its load (see

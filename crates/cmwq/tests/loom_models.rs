@@ -9,10 +9,11 @@
 //! Without `--cfg loom` this file compiles to nothing (0 tests).
 //!
 //! The engine's leaves run here as they are: under `--cfg loom` a work item's
-//! state word, cycle counters and their wait (`engine/work.rs`) and a node's
-//! `nr_active` budget (`engine/node.rs`) are built on loom's atomics, mutex
+//! state word, cycle counters and their wait (`engine/work.rs`), a node's
+//! `nr_active` budget (`engine/node.rs`) and a spawned job's result hand-off
+//! (`engine/spawn.rs`) are built on loom's atomics, mutex
 //! and condvar (`crate::sync::model`), and `cmwq::__loom` hands them to the
-//! models. Models 1, 3 and 6 drive that code; only the pool around it (a
+//! models. Models 1, 3, 6 and 7 drive that code; only the pool around it (a
 //! worklist under a lock) is written here.
 //!
 //! The rest of the engine starts threads, makes syscalls and keeps
@@ -163,6 +164,18 @@
 //! item. Without the `dekker_point` fences (loom treats `SeqCst` as
 //! `AcqRel`) the positive model fails too, which shows the pair is where
 //! the argument rests.
+//!
+//! # 7. A spawned job's result vs. its handle's drop (`spawn_result_*`)
+//!
+//! Runs the engine's `Handoff` (`engine/spawn.rs`): `handle_gone`, `stored`
+//! and `detach`; mirrors `Spawned::finish` (drop the result at once if the
+//! handle is gone, else store it in the slot under its lock, then `stored`
+//! and, on `true`, take it back out and drop it) and `Outcome::detach` for
+//! `JoinHandle`'s drop (on `true`, take the stored result out and drop it).
+//! Invariant: the result is dropped exactly once and the slot is left empty
+//! (a result left in it would live as long as the thread's spare cell). The
+//! negative control, a job that trusts its early look and never calls
+//! `stored`, leaves the result of a handle dropped in between in the slot.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -1350,4 +1363,76 @@ fn node_budget_waiter_vs_put() {
 #[should_panic(expected = "stranded")]
 fn node_budget_without_activation_is_caught() {
     node::run(node::Completer::IgnoresWaiters);
+}
+
+// ---------------------------------------------------------------------------
+// 7. A spawned job's result vs. its handle's drop
+// ---------------------------------------------------------------------------
+
+mod spawn_result {
+    use super::*;
+    use cmwq::__loom::ResultHandoff;
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Job {
+        /// `Spawned::finish`.
+        Engine,
+        /// Negative control: looks once, stores, and never calls `stored`.
+        TrustsFirstLook,
+    }
+
+    /// A result that counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub fn run(job: Job) {
+        check(3, move || {
+            let handoff = Arc::new(ResultHandoff::default());
+            let slot: Arc<Mutex<Option<Counted>>> = Arc::new(Mutex::new(None));
+            let drops = Arc::new(AtomicUsize::new(0));
+            let worker = {
+                let (handoff, slot, drops) = (handoff.clone(), slot.clone(), drops.clone());
+                thread::spawn(move || {
+                    let r = Counted(drops);
+                    if handoff.handle_gone() {
+                        drop(r);
+                        return;
+                    }
+                    *slot.lock().unwrap() = Some(r);
+                    if job == Job::Engine && handoff.stored() {
+                        let unwanted = slot.lock().unwrap().take();
+                        drop(unwanted);
+                    }
+                })
+            };
+            // The handle's drop, on this thread.
+            if handoff.detach() {
+                let left = slot.lock().unwrap().take();
+                assert!(left.is_some(), "the job said it stored its result");
+                drop(left);
+            }
+            worker.join().unwrap();
+            assert!(
+                slot.lock().unwrap().is_none(),
+                "leaked: a result nobody will take"
+            );
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped twice or never");
+        });
+    }
+}
+
+#[test]
+fn spawn_result_vs_detach() {
+    spawn_result::run(spawn_result::Job::Engine);
+}
+
+#[test]
+#[should_panic(expected = "leaked")]
+fn spawn_result_without_second_look_is_caught() {
+    spawn_result::run(spawn_result::Job::TrustsFirstLook);
 }

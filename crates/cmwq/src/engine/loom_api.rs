@@ -3,6 +3,7 @@
 //! calls the engine's own code: the models test it, not a copy.
 
 use super::node::{NodeActive, NodeGet};
+use super::spawn::Handoff;
 use super::work::{PENDING, WorkCell};
 use crate::sync::model::atomic::Ordering;
 
@@ -100,5 +101,29 @@ impl NodeBudget {
     /// Items wait.
     pub fn has_waiters(&self) -> bool {
         self.0.has_waiters()
+    }
+}
+
+/// Who drops a detached spawned job's result (`engine/spawn.rs`'s `Handoff`).
+pub struct ResultHandoff(Handoff);
+
+impl Default for ResultHandoff {
+    fn default() -> Self {
+        ResultHandoff(Handoff::new())
+    }
+}
+
+impl ResultHandoff {
+    /// `Handoff::handle_gone`: the job drops its result instead of storing it.
+    pub fn handle_gone(&self) -> bool {
+        self.0.handle_gone()
+    }
+    /// `Handoff::stored`: the job takes its stored result back and drops it.
+    pub fn stored(&self) -> bool {
+        self.0.stored()
+    }
+    /// `Handoff::detach`: the handle drops the stored result.
+    pub fn detach(&self) -> bool {
+        self.0.detach()
     }
 }

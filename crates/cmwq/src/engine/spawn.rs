@@ -53,6 +53,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::work::{Job, WorkCell, WorkInner};
+use crate::sync::model::atomic::{AtomicU8, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
 /// Why a spawned job gave no value.
@@ -119,15 +120,66 @@ struct Slot<F, T> {
     state: State<F, T>,
     /// The task awaiting the handle, if it is polled as a future.
     waker: Option<Waker>,
-    /// The handle was dropped: nobody will take the result, so it is dropped
-    /// as soon as it exists rather than kept in a cell the ring holds.
-    detached: bool,
+}
+
+/// [`Handoff`]: the handle was dropped.
+const DETACHED: u8 = 1;
+/// [`Handoff`]: the job stored its result in the slot.
+const DONE: u8 = 2;
+
+/// Who drops a detached job's result: the job or the handle.
+///
+/// A dropped handle (a detached job) means nobody will take the result, so
+/// it is dropped as soon as it exists rather than kept in a cell the ring
+/// holds. The job and the handle each set their bit with one
+/// read-modify-write, and whichever sets its bit second sees the other's and
+/// drops the result. A job whose handle was dropped before it finished (fire
+/// and forget, the common case) sees that before it stores anything and
+/// drops its value without taking the slot's lock; dropping the handle of a
+/// job still running is one read-modify-write.
+///
+/// Why nothing is lost or dropped twice: both bits live in one word, so the
+/// two read-modify-writes are ordered, and exactly one of them sees the other
+/// bit set. The job's early look (a load) only skips the store when the
+/// handle's bit is already set, so the handle returned without touching the
+/// slot. The orderings are `AcqRel`: the side that drops takes the slot's
+/// lock after its read-modify-write, which orders the result's accesses.
+/// `tests/loom_models.rs` (model 7) checks this against every interleaving.
+pub(crate) struct Handoff(AtomicU8);
+
+impl Handoff {
+    pub(crate) fn new() -> Handoff {
+        Handoff(AtomicU8::new(0))
+    }
+
+    /// The job, before storing its result: the handle is gone, so the result
+    /// is dropped rather than stored.
+    #[inline]
+    pub(crate) fn handle_gone(&self) -> bool {
+        self.0.load(Ordering::Acquire) & DETACHED != 0
+    }
+
+    /// The job, after storing its result: the handle went meanwhile, so the
+    /// stored result is the job's to take back and drop.
+    #[inline]
+    pub(crate) fn stored(&self) -> bool {
+        self.0.fetch_or(DONE, Ordering::AcqRel) & DETACHED != 0
+    }
+
+    /// The handle's drop: the result is stored, so the handle drops it (else
+    /// the job will, when it comes).
+    #[inline]
+    pub(crate) fn detach(&self) -> bool {
+        self.0.fetch_or(DETACHED, Ordering::AcqRel) & DONE != 0
+    }
 }
 
 /// A spawned job: the closure until it runs, then its result, and the waker
 /// of a task that awaits it.
 struct Spawned<F, T> {
     inner: Mutex<Slot<F, T>>,
+    /// Whether the job or the handle drops an unwanted result.
+    handoff: Handoff,
 }
 
 impl<F, T> Spawned<F, T> {
@@ -136,18 +188,22 @@ impl<F, T> Spawned<F, T> {
     }
 
     fn finish(&self, r: Result<T, JoinError>) {
-        let (waker, unwanted) = {
+        if self.handoff.handle_gone() {
+            // Nobody will take it; its destructor is the user's code, run
+            // outside any lock.
+            drop(r);
+            return;
+        }
+        let waker = {
             let mut g = self.lock();
-            if g.detached {
-                g.state = State::Taken;
-                (None, Some(r))
-            } else {
-                g.state = State::Done(r);
-                (g.waker.take(), None)
-            }
+            g.state = State::Done(r);
+            g.waker.take()
         };
-        // Outside the lock: the value's destructor is the user's code.
-        drop(unwanted);
+        if self.handoff.stored() {
+            // The handle went while the result was stored: it is ours to drop.
+            let unwanted = std::mem::replace(&mut self.lock().state, State::Taken);
+            drop(unwanted);
+        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -174,6 +230,12 @@ where
         let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked);
         self.finish(r);
     }
+
+    fn refused(&self) {
+        let f = std::mem::replace(&mut self.lock().state, State::Running);
+        drop(f);
+        self.finish(Err(JoinError::Refused));
+    }
 }
 
 /// The handle's view of a spawned job.
@@ -181,7 +243,6 @@ trait Outcome<T>: Send + Sync {
     /// The result if the job is done (taken out), else registers `waker`.
     fn poll_result(&self, waker: Option<&Waker>) -> Option<Result<T, JoinError>>;
     fn finished(&self) -> bool;
-    fn refuse(&self);
     /// The handle is gone: drop the result now or when it comes.
     fn detach(&self);
 }
@@ -212,21 +273,15 @@ where
         matches!(self.lock().state, State::Done(_) | State::Taken)
     }
 
-    fn refuse(&self) {
-        let f = std::mem::replace(&mut self.lock().state, State::Running);
-        drop(f);
-        self.finish(Err(JoinError::Refused));
-    }
-
     fn detach(&self) {
+        if !self.handoff.detach() {
+            // Still to finish: the job drops its result when it comes.
+            return;
+        }
         let left = {
             let mut g = self.lock();
-            g.detached = true;
             g.waker = None;
-            match g.state {
-                State::Done(_) => std::mem::replace(&mut g.state, State::Taken),
-                _ => State::Taken,
-            }
+            std::mem::replace(&mut g.state, State::Taken)
         };
         drop(left);
     }
@@ -316,7 +371,8 @@ type Spare = Arc<dyn Any + Send + Sync>;
 /// The cells a thread spawned last: slot `next` holds the one made
 /// [`SPARE_CELLS`] spawns ago, the next to reuse or replace.
 struct Ring {
-    cells: Vec<Spare>,
+    /// Each `Some` but while [`Ring::cell_for`] looks at it.
+    cells: Vec<Option<Spare>>,
     next: usize,
 }
 
@@ -339,26 +395,34 @@ impl Ring {
         let i = self.next;
         self.next = (i + 1) % SPARE_CELLS;
         let Some(slot) = self.cells.get_mut(i) else {
-            let cell = Arc::new(WorkCell::new(job));
-            self.cells.push(cell.clone());
+            let cell = Arc::new(WorkCell::new_claimed(job));
+            self.cells.push(Some(cell.clone()));
             return (cell, None);
         };
-        // `get_mut` is `Some` only for a unique `Arc` (no weak ones exist).
-        if let Some(cell) = Arc::get_mut(slot).and_then(|c| c.downcast_mut::<WorkCell<J>>()) {
-            cell.reset(job);
-            let typed = Arc::clone(slot)
-                .downcast::<WorkCell<J>>()
-                .expect("the type was checked just above");
-            return (typed, None);
-        }
-        let cell = Arc::new(WorkCell::new(job));
-        let old = std::mem::replace(slot, cell.clone());
-        (cell, Some(old))
+        // The cell is taken out of its slot to be typed: one type check.
+        let old = match slot.take().map(|c| c.downcast::<WorkCell<J>>()) {
+            Some(Ok(mut typed)) => {
+                // `get_mut` is `Some` only for a unique `Arc` (no weak ones
+                // exist), and orders the last holder's drop before the reset.
+                if let Some(cell) = Arc::get_mut(&mut typed) {
+                    cell.reset_claimed(job);
+                    *slot = Some(typed.clone());
+                    return (typed, None);
+                }
+                Some(typed as Spare)
+            }
+            Some(Err(other)) => Some(other),
+            None => None,
+        };
+        let cell = Arc::new(WorkCell::new_claimed(job));
+        *slot = Some(cell.clone());
+        (cell, old)
     }
 }
 
-/// A fresh cell running `job`: a spare one of this thread when there is one,
-/// else a new allocation (see [`Ring::cell_for`]).
+/// A fresh cell running `job`, its only queue cycle claimed: a spare one of
+/// this thread when there is one, else a new allocation (see
+/// [`Ring::cell_for`]).
 fn cell_for<J: Job>(job: J) -> Arc<WorkCell<J>> {
     let mut job = Some(job);
     let made = SPARE
@@ -375,7 +439,7 @@ fn cell_for<J: Job>(job: J) -> Arc<WorkCell<J>> {
             drop(replaced);
             cell
         }
-        None => Arc::new(WorkCell::new(job.take().expect("not taken"))),
+        None => Arc::new(WorkCell::new_claimed(job.take().expect("not taken"))),
     }
 }
 
@@ -393,27 +457,21 @@ impl<F: FnOnce() + Send + 'static> Job for Detached<F> {
             f();
         }
     }
+
+    /// A refused closure is dropped at once, not kept in the thread's spare
+    /// cells.
+    fn refused(&self) {
+        let f = self.f.lock().take();
+        drop(f);
+    }
 }
 
-/// Queues a handle-less job's item (at most one allocation) with `queue`,
-/// which takes the claimed item and says whether the queue took it. A
-/// refused closure is dropped here, not kept in the thread's spare cells.
-pub(crate) fn execute<F: FnOnce() + Send + 'static>(
-    f: F,
-    queue: impl FnOnce(&Arc<WorkInner>) -> bool,
-) -> bool {
-    let cell = cell_for(Detached {
+/// A handle-less job's item (at most one allocation), its one queue cycle
+/// claimed, for the queue to take.
+pub(crate) fn detached<F: FnOnce() + Send + 'static>(f: F) -> Arc<WorkInner> {
+    cell_for(Detached {
         f: Mutex::new(Some(f)),
-    });
-    let item: Arc<WorkInner> = cell.clone();
-    let claimed = item.try_claim();
-    debug_assert!(claimed, "a new item is idle");
-    if queue(&item) {
-        return true;
-    }
-    let f = cell.func.f.lock().take();
-    drop(f);
-    false
+    })
 }
 
 /// Makes the job's item: at most one allocation, seen by the engine as a
@@ -427,14 +485,9 @@ where
         inner: Mutex::new(Slot {
             state: State::Ready(f),
             waker: None,
-            detached: false,
         }),
+        handoff: Handoff::new(),
     });
     let item: Arc<WorkInner> = cell.clone();
     (item, JoinHandle { cell, taken: false })
-}
-
-/// The queue refused the job: the handle reports it at once.
-pub(crate) fn refused<T>(h: &JoinHandle<T>) {
-    h.cell.func.refuse();
 }

@@ -121,7 +121,7 @@ pub(crate) fn fire_now(work: &Arc<WorkInner>) {
     let _d = t.deliver.lock();
     let a = t.state.lock().armed.remove(&key(work));
     if let Some(a) = a {
-        let _ = a.wq.queue_claimed(&a.work, a.cpu, true);
+        let _ = a.wq.queue_claimed(a.work, a.cpu, true);
     }
 }
 
@@ -140,7 +140,7 @@ pub(crate) fn fire_all_for(wq: &Arc<WqInner>) -> usize {
     drop(s);
     let n = fired.len();
     for a in fired {
-        let _ = a.wq.queue_claimed(&a.work, a.cpu, true);
+        let _ = a.wq.queue_claimed(a.work, a.cpu, true);
     }
     n
 }
@@ -180,7 +180,7 @@ fn timer_thread() {
         }
         drop(s);
         for a in fired.drain(..) {
-            let _ = a.wq.queue_claimed(&a.work, a.cpu, true);
+            let _ = a.wq.queue_claimed(a.work, a.cpu, true);
         }
         drop(d);
     }

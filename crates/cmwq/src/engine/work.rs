@@ -29,6 +29,12 @@ const DISABLE_ONE: u32 = 1 << 16;
 pub(crate) trait Job: Send + Sync + 'static {
     /// Runs one cycle.
     fn run(&self);
+
+    /// The workqueue refused the cycle (it drains): it will not run. A
+    /// [`Work`]'s callback stays for the next queue; a one-off job lets go
+    /// of its closure now (its cell may be kept for reuse) and a spawned one
+    /// tells its handle.
+    fn refused(&self) {}
 }
 
 impl<F: Fn() + Send + Sync + 'static> Job for F {
@@ -89,13 +95,27 @@ impl<J> WorkCell<J> {
         }
     }
 
+    /// A one-off job's item (`spawn`, `execute`): born with its only queue
+    /// cycle claimed (PENDING set, one cycle queued). Nobody else can see the
+    /// cell yet, so plain stores do what [`try_claim`](Self::try_claim)'s
+    /// two fully ordered read-modify-writes do for an item others share; the
+    /// pool lock that queues it publishes them to the worker.
+    pub(crate) fn new_claimed(func: J) -> WorkCell<J> {
+        let c = WorkCell::new(func);
+        c.state.store(PENDING, Ordering::Relaxed);
+        c.queued.store(1, Ordering::Relaxed);
+        c
+    }
+
     /// Makes an idle item nobody else holds (`&mut`) new again, running
-    /// `func`: what [`new`](Self::new) gives, without building a second cell.
-    /// The counters start over: nobody waits on a unique cell's last cycle.
-    pub(crate) fn reset(&mut self, func: J) {
-        self.state.store(0, Ordering::Relaxed);
+    /// `func`, with its only queue cycle claimed: what
+    /// [`new_claimed`](Self::new_claimed) gives, without building a second
+    /// cell. The counters start over: nobody waits on a unique cell's last
+    /// cycle.
+    pub(crate) fn reset_claimed(&mut self, func: J) {
+        self.state.store(PENDING, Ordering::Relaxed);
         self.pool.store(0, Ordering::Relaxed);
-        self.queued.store(0, Ordering::Relaxed);
+        self.queued.store(1, Ordering::Relaxed);
         self.done.store(0, Ordering::Relaxed);
         self.waiters.store(0, Ordering::Relaxed);
         self.func = func;

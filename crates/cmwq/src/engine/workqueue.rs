@@ -415,17 +415,21 @@ impl WqInner {
             .collect()
     }
 
-    /// Queues a work whose PENDING bit the caller owns (`__queue_work`).
-    /// Returns false if the workqueue is draining and refused it.
+    /// Queues a work whose PENDING bit the caller owns (`__queue_work`),
+    /// with a reference to it that the pool keeps (a one-off job hands over
+    /// its own; a `Work` clones one). Returns false if the workqueue is
+    /// draining and refused it: the item's job is told
+    /// ([`Job::refused`](super::work::Job::refused)).
     pub(crate) fn queue_claimed(
         self: &Arc<Self>,
-        work: &Arc<WorkInner>,
+        mut work: Arc<WorkInner>,
         cpu: Option<usize>,
         from_timer: bool,
     ) -> bool {
         if !from_timer && self.refuses_outsiders() {
             self.stats.rejected.fetch_add(1, Ordering::Relaxed);
             work.clear_pending();
+            work.func.refused();
             work.finish_cycle();
             return false;
         }
@@ -456,19 +460,22 @@ impl WqInner {
             }
             // Non-reentrancy: if the item runs on another pool now, follow it there.
             // If it last ran on the target pool, the worker that takes it checks the
-            // busy table under that pool's lock, so no extra lock is needed here.
+            // busy table under that pool's lock, so no extra lock is needed here;
+            // an item that never ran (a one-off job's) runs nowhere.
             let last = work.pool.load(Ordering::Relaxed);
             if !self.ordered
+                && last != 0
                 && last != target.pool.id + 1
-                && let Some((pool, slot)) = pool::find_running(work, self)
+                && let Some((pool, slot)) = pool::find_running(&work, self)
             {
                 target = PwqRef { pool, slot };
             }
-            if target.pool.insert(target.slot, work, self.unbound) {
-                return true;
+            match target.pool.insert(target.slot, work, self.unbound) {
+                Ok(()) => return true,
+                // The pwq died under an attrs change after we read the table:
+                // the new table is in place by now.
+                Err(back) => work = back,
             }
-            // The pwq died under an attrs change after we read the table: the
-            // new table is in place by now.
         }
     }
 
@@ -1403,7 +1410,7 @@ impl Workqueue {
         if !work.0.try_claim() {
             return false;
         }
-        self.inner.queue_claimed(&work.0, None, false)
+        self.inner.queue_claimed(work.0.clone(), None, false)
     }
 
     /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
@@ -1429,7 +1436,7 @@ impl Workqueue {
         if !work.0.try_claim() {
             return Ok(false);
         }
-        Ok(self.inner.queue_claimed(&work.0, Some(cpu), false))
+        Ok(self.inner.queue_claimed(work.0.clone(), Some(cpu), false))
     }
 
     fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
@@ -1519,7 +1526,7 @@ impl Workqueue {
     }
 
     fn execute_at<F: FnOnce() + Send + 'static>(&self, cpu: Option<usize>, f: F) -> bool {
-        spawn::execute(f, |item| self.inner.queue_claimed(item, cpu, false))
+        self.inner.queue_claimed(spawn::detached(f), cpu, false)
     }
 
     fn spawn_at<F, T>(&self, cpu: Option<usize>, f: F) -> JoinHandle<T>
@@ -1527,12 +1534,11 @@ impl Workqueue {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        // The job's item comes with its one queue cycle claimed, and the
+        // queue takes its reference; a refusal reaches the handle through
+        // the job (`Job::refused`) before this returns.
         let (item, handle) = spawn::job(f);
-        let claimed = item.try_claim();
-        debug_assert!(claimed, "a new item is idle");
-        if !self.inner.queue_claimed(&item, cpu, false) {
-            spawn::refused(&handle);
-        }
+        self.inner.queue_claimed(item, cpu, false);
         handle
     }
 
@@ -1547,7 +1553,7 @@ impl Workqueue {
     /// `queue_delayed` once PENDING is ours: false if a draining queue refused it.
     fn queue_delayed_claimed(&self, dw: &DelayedWork, delay: Duration) -> bool {
         if delay.is_zero() {
-            self.inner.queue_claimed(&dw.work.0, None, false)
+            self.inner.queue_claimed(dw.work.0.clone(), None, false)
         } else if self.inner.refuses_outsiders() {
             // As `queue`: a draining queue takes no new work from outside.
             self.inner.stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -1589,7 +1595,9 @@ impl Workqueue {
             return Ok(false);
         }
         if delay.is_zero() {
-            return Ok(self.inner.queue_claimed(&dw.work.0, Some(cpu), false));
+            return Ok(self
+                .inner
+                .queue_claimed(dw.work.0.clone(), Some(cpu), false));
         }
         if self.inner.refuses_outsiders() {
             self.inner.stats.rejected.fetch_add(1, Ordering::Relaxed);

@@ -449,12 +449,27 @@ impl PoolInner {
     /// own CPU (re-homed from another lane if it has none idle). Otherwise, if
     /// `hint` lags (see [`lane`]), a CPU of the pod with no counted worker
     /// gets one, which will steal from it.
+    #[inline]
     fn kick(&mut self, hint: usize, cap: usize) -> Option<Wake> {
+        if self.lanes.len() == 1 && self.partners.is_empty() {
+            // A bound pool or a one-CPU pod: nothing to lag behind or spread
+            // to, so the only question is whether its items wait unserved.
+            // Every item asks (twice: queued and started), so it is answered
+            // here, inlined, and only a pool that can spread pays for the
+            // general search's call.
+            if !self.lanes[0].unserved(cap) {
+                return None;
+            }
+            return self.wake_for(0, false);
+        }
+        self.kick_pod(hint, cap)
+    }
+
+    /// [`kick`](Self::kick) for a pool of several lanes or with partners.
+    #[inline(never)]
+    fn kick_pod(&mut self, hint: usize, cap: usize) -> Option<Wake> {
         let n = self.lanes.len();
-        if let Some(d) = (0..n)
-            .map(|k| (hint + k) % n)
-            .find(|&d| self.lanes[d].unserved(cap))
-        {
+        if let Some(d) = lanes_from(hint, n).find(|&d| self.lanes[d].unserved(cap)) {
             let w = self.wake_for(d, false);
             if w.is_none() && !self.partners.is_empty() {
                 // A lane pool with nobody idle: a partner may lend one.
@@ -464,8 +479,8 @@ impl PoolInner {
         }
         if n > 1 && self.lanes[hint].has_work() {
             let mut now = LazyNow::default();
-            let free = (1..n)
-                .map(|k| (hint + k) % n)
+            let free = lanes_from(hint, n)
+                .skip(1)
                 .find(|&d| self.lanes[d].free(cap));
             if let Some(d) = free
                 && self.lanes[hint].lagging(&mut now)
@@ -533,8 +548,8 @@ impl PoolInner {
         }
         let n = self.lanes.len();
         let mut now = LazyNow::default();
-        let d = (1..n)
-            .map(|k| (h + k) % n)
+        let d = lanes_from(h, n)
+            .skip(1)
             .find(|&d| self.lanes[d].stealable(cap, &mut now))?;
         self.lanes[d].stats.stolen += 1;
         self.lanes[h].stats.stole += 1;
@@ -607,6 +622,12 @@ impl PoolInner {
     fn push_active(&mut self, it: Item) {
         self.lanes[usize::from(it.lane)].worklist.push_back(it);
     }
+}
+
+/// The `n` lanes in turn, starting at `first` and wrapping around (no
+/// division: it runs for every item).
+fn lanes_from(first: usize, n: usize) -> impl Iterator<Item = usize> {
+    (first..n).chain(0..first.min(n))
 }
 
 /// Releases the pool lock and wakes the worker a kick picked: after the unlock
@@ -1083,9 +1104,15 @@ impl Pool {
     }
 
     /// Puts a claimed work item on this pool (the tail of `__queue_work`).
-    /// Returns false, changing nothing, if the pwq died after the caller picked
-    /// it: the caller picks again from the workqueue's current table.
-    pub(crate) fn insert(&'static self, slot: u32, work: &Arc<WorkInner>, unbound: bool) -> bool {
+    /// The item's reference is handed over: the worklist keeps it. Gives it
+    /// back, changing nothing, if the pwq died after the caller picked it:
+    /// the caller picks again from the workqueue's current table.
+    pub(crate) fn insert(
+        &'static self,
+        slot: u32,
+        work: Arc<WorkInner>,
+        unbound: bool,
+    ) -> Result<(), Arc<WorkInner>> {
         let cpu = if self.attrs.pod_cpus.len() > 1 {
             sched::current_cpu()
         } else {
@@ -1093,7 +1120,7 @@ impl Pool {
         };
         let mut g = self.lock();
         if g.pwqs[slot as usize].dead {
-            return false;
+            return Err(work);
         }
         let lane = g.queue_lane(cpu, self.cap);
         work.pool.store(self.id + 1, Ordering::Relaxed);
@@ -1104,7 +1131,7 @@ impl Pool {
         p.stats.queued += 1;
         let node = p.node;
         let item = Item {
-            work: work.clone(),
+            work,
             pwq: slot,
             color,
             lane: lane as u16,
@@ -1145,7 +1172,7 @@ impl Pool {
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);
         }
-        true
+        Ok(())
     }
 
     /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`).

@@ -372,32 +372,35 @@ fn process_one_work<'a>(
     cache: &mut Option<Arc<WqInner>>,
     counted: bool,
 ) -> MutexGuard<'a, PoolInner> {
+    // One borrow of each slot the item touches: every index is checked once.
+    let inner = &mut *g;
+    let p = &mut inner.pwqs[item.pwq as usize];
+    let w = &mut inner.workers[me];
     let wq = {
-        let cur = g.pwqs[item.pwq as usize].wq.as_ref().expect("live pwq");
+        let cur = p.wq.as_ref().expect("live pwq");
         match cache.take() {
             Some(c) if Arc::ptr_eq(&c, cur) => c,
             _ => cur.clone(),
         }
     };
-    g.pwqs[item.pwq as usize].stats.started += 1;
-    if std::mem::take(&mut g.workers[me].repatriated) {
-        g.pwqs[item.pwq as usize].stats.repatriated += 1;
+    p.stats.started += 1;
+    if std::mem::take(&mut w.repatriated) {
+        p.stats.repatriated += 1;
     }
-    g.workers[me].current = Some(item.work.clone());
-    g.workers[me].current_pwq = item.pwq;
-    g.workers[me].current_color = item.color;
-    g.workers[me].seq += 1;
+    w.current = Some(item.work.clone());
+    w.current_pwq = item.pwq;
+    w.current_color = item.color;
+    w.seq += 1;
+    let (lane, prev) = (w.lane, w.last_start);
     item.work.clear_pending();
     let managed = pool.managed && counted;
     if wq.cpu_intensive {
         g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
     let hint = if counted {
-        let h = g.workers[me].lane;
-        let prev = g.workers[me].last_start;
-        let timed = g.should_time(h, pool.cap);
-        g.workers[me].last_start = g.lanes[h].item_started(timed, prev);
-        h
+        let timed = g.should_time(lane, pool.cap);
+        g.workers[me].last_start = g.lanes[lane].item_started(timed, prev);
+        lane
     } else {
         usize::from(item.lane)
     };
@@ -424,7 +427,9 @@ fn process_one_work<'a>(
     st.completed += 1;
     st.panics += u64::from(panicked);
     *cache = Some(wq);
-    g.mark_in(me, u8::MAX, managed);
+    if g.workers[me].blocked != 0 {
+        g.mark_in(me, u8::MAX, managed);
+    }
     g.progress += 1;
     g.lanes[usize::from(item.lane)].progress += 1;
     g.workers[me].current = None;
@@ -437,6 +442,10 @@ fn process_one_work<'a>(
         drop(g);
         post.run(pool);
         g = pool.lock();
+    } else {
+        // Nothing in it to drop: skip the destructor's look at every field
+        // (it runs once per item).
+        std::mem::forget(post);
     }
     g
 }
