@@ -187,6 +187,7 @@ impl<F, T> Spawned<F, T> {
         self.inner.lock()
     }
 
+    #[inline]
     fn finish(&self, r: Result<T, JoinError>) {
         if self.handoff.handle_gone() {
             // Nobody will take it; its destructor is the user's code, run
@@ -476,6 +477,7 @@ pub(crate) fn detached<F: FnOnce() + Send + 'static>(f: F) -> Arc<WorkInner> {
 
 /// Makes the job's item: at most one allocation, seen by the engine as a
 /// work item and by the handle as an outcome.
+#[inline]
 pub(crate) fn job<F, T>(f: F) -> (Arc<WorkInner>, JoinHandle<T>)
 where
     F: FnOnce() -> T + Send + 'static,

@@ -338,6 +338,10 @@ impl Wake {
 }
 
 /// Deferred work found under the pool lock, done after it is dropped.
+///
+/// [`pending`](Post::pending) must look at every field: a `Post` it calls
+/// empty is forgotten rather than dropped on the per-item path
+/// (`process_one_work`), so a field it missed would leak what it holds.
 #[derive(Default)]
 pub(crate) struct Post {
     wake: Option<Wake>,
