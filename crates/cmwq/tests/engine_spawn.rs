@@ -451,6 +451,44 @@ fn a_handle_is_a_future() {
     assert_eq!(e.unwrap_err().message(), Some("async boom"));
 }
 
+/// A future dropped while its job runs (a cancelled `.await`: a timeout, a
+/// `select!`) lets go of the task's waker at once: it is not kept in the
+/// spawning thread's spare cell until that cell is reused.
+#[test]
+fn a_dropped_pending_handle_releases_its_waker() {
+    struct Task;
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {}
+    }
+    let wq = unbound("sp_waker");
+    let task = Arc::new(Task);
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let g = gate.clone();
+    let mut h = wq.spawn(move || {
+        g.wait();
+        1u8
+    });
+    {
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(pin!(&mut h).poll(&mut cx).is_pending());
+    }
+    let registered = Arc::strong_count(&task);
+    drop(h);
+    let after_drop = Arc::strong_count(&task);
+    // Asserted once the job is let go: a failed assert with the job still
+    // at the gate would hang the workqueue's destroy.
+    gate.wait();
+    wq.flush();
+    assert_eq!(registered, 2, "the job holds the waker");
+    assert_eq!(after_drop, 1, "the dropped handle's waker is still held");
+    assert_eq!(
+        Arc::strong_count(&task),
+        1,
+        "the finished job kept the waker"
+    );
+}
+
 #[test]
 fn spawn_on_runs_on_that_cpu_of_a_bound_queue() {
     let wq = Workqueue::builder("sp_on").build().unwrap();

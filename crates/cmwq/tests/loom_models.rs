@@ -167,15 +167,17 @@
 //!
 //! # 7. A spawned job's result vs. its handle's drop (`spawn_result_*`)
 //!
-//! Runs the engine's `Handoff` (`engine/spawn.rs`): `handle_gone`, `stored`
-//! and `detach`; mirrors `Spawned::finish` (drop the result at once if the
-//! handle is gone, else store it in the slot under its lock, then `stored`
-//! and, on `true`, take it back out and drop it) and `Outcome::detach` for
-//! `JoinHandle`'s drop (on `true`, take the stored result out and drop it).
+//! Runs the engine's `Handoff` (`engine/spawn.rs`): `finish`, the job's side
+//! as `Spawned::finish` calls it (drop the result at once if the handle is
+//! gone, else store it in the slot, then take it back out and drop it if the
+//! handle went meanwhile), and `detach`, the handle's side as `JoinHandle`'s
+//! drop calls it (take the stored result out and drop it, if stored); only
+//! the slot (a mutex around an `Option`) is the model's.
 //! Invariant: the result is dropped exactly once and the slot is left empty
 //! (a result left in it would live as long as the thread's spare cell). The
-//! negative control, a job that trusts its early look and never calls
-//! `stored`, leaves the result of a handle dropped in between in the slot.
+//! negative control, a job that trusts its early look (`handle_gone`) and
+//! never looks again after storing, leaves the result of a handle dropped in
+//! between in the slot.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -1399,23 +1401,24 @@ mod spawn_result {
                 let (handoff, slot, drops) = (handoff.clone(), slot.clone(), drops.clone());
                 thread::spawn(move || {
                     let r = Counted(drops);
-                    if handoff.handle_gone() {
-                        drop(r);
-                        return;
-                    }
-                    *slot.lock().unwrap() = Some(r);
-                    if job == Job::Engine && handoff.stored() {
-                        let unwanted = slot.lock().unwrap().take();
-                        drop(unwanted);
+                    let store = |r| *slot.lock().unwrap() = Some(r);
+                    match job {
+                        Job::Engine => {
+                            handoff.finish(r, store, || slot.lock().unwrap().take());
+                        }
+                        Job::TrustsFirstLook => {
+                            if !handoff.handle_gone() {
+                                store(r);
+                            }
+                        }
                     }
                 })
             };
             // The handle's drop, on this thread.
-            if handoff.detach() {
-                let left = slot.lock().unwrap().take();
-                assert!(left.is_some(), "the job said it stored its result");
-                drop(left);
-            }
+            let mut took = None;
+            let said = handoff.detach(|| took = Some(slot.lock().unwrap().take().is_some()));
+            assert_eq!(took.is_some(), said);
+            assert!(took != Some(false), "the job said it stored its result");
             worker.join().unwrap();
             assert!(
                 slot.lock().unwrap().is_none(),

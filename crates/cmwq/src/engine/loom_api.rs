@@ -114,16 +114,16 @@ impl Default for ResultHandoff {
 }
 
 impl ResultHandoff {
-    /// `Handoff::handle_gone`: the job drops its result instead of storing it.
+    /// `Handoff::finish`: the job's side, as `Spawned::finish` runs it.
+    pub fn finish<R, U>(&self, r: R, store: impl FnOnce(R), take_back: impl FnOnce() -> U) {
+        self.0.finish(r, store, take_back)
+    }
+    /// `Handoff::detach`: the handle's side, as its drop runs it.
+    pub fn detach<U>(&self, take: impl FnOnce() -> U) -> bool {
+        self.0.detach(take)
+    }
+    /// `Handoff::handle_gone`, for a model's broken variant of `finish`.
     pub fn handle_gone(&self) -> bool {
         self.0.handle_gone()
-    }
-    /// `Handoff::stored`: the job takes its stored result back and drops it.
-    pub fn stored(&self) -> bool {
-        self.0.stored()
-    }
-    /// `Handoff::detach`: the handle drops the stored result.
-    pub fn detach(&self) -> bool {
-        self.0.detach()
     }
 }

@@ -144,7 +144,11 @@ const DONE: u8 = 2;
 /// handle's bit is already set, so the handle returned without touching the
 /// slot. The orderings are `AcqRel`: the side that drops takes the slot's
 /// lock after its read-modify-write, which orders the result's accesses.
-/// `tests/loom_models.rs` (model 7) checks this against every interleaving.
+///
+/// [`finish`](Handoff::finish) and [`detach`](Handoff::detach) are the whole
+/// protocol, each side's steps in order; the slot itself is the caller's
+/// (closures store and take). `tests/loom_models.rs` (model 7) runs these two
+/// functions against every interleaving.
 pub(crate) struct Handoff(AtomicU8);
 
 impl Handoff {
@@ -152,25 +156,45 @@ impl Handoff {
         Handoff(AtomicU8::new(0))
     }
 
-    /// The job, before storing its result: the handle is gone, so the result
-    /// is dropped rather than stored.
+    /// The job's side, with its result `r`: dropped at once if the handle is
+    /// gone; else `store` puts it in the slot, and if the handle went
+    /// meanwhile, `take_back` takes it out again to be dropped here. What is
+    /// dropped is dropped outside the caller's lock (a result's destructor is
+    /// the user's code).
+    #[inline]
+    pub(crate) fn finish<R, U>(&self, r: R, store: impl FnOnce(R), take_back: impl FnOnce() -> U) {
+        if self.handle_gone() {
+            drop(r);
+            return;
+        }
+        store(r);
+        if self.stored() {
+            drop(take_back());
+        }
+    }
+
+    /// The handle's side, when it is dropped: if the result is stored, `take`
+    /// takes it out to be dropped here, and this returns true; else the job
+    /// drops its result when it comes.
+    #[inline]
+    pub(crate) fn detach<U>(&self, take: impl FnOnce() -> U) -> bool {
+        if self.0.fetch_or(DETACHED, Ordering::AcqRel) & DONE == 0 {
+            return false;
+        }
+        drop(take());
+        true
+    }
+
+    /// The job, before storing its result: the handle is gone.
     #[inline]
     pub(crate) fn handle_gone(&self) -> bool {
         self.0.load(Ordering::Acquire) & DETACHED != 0
     }
 
-    /// The job, after storing its result: the handle went meanwhile, so the
-    /// stored result is the job's to take back and drop.
+    /// The job, after storing its result: the handle went meanwhile.
     #[inline]
     pub(crate) fn stored(&self) -> bool {
         self.0.fetch_or(DONE, Ordering::AcqRel) & DETACHED != 0
-    }
-
-    /// The handle's drop: the result is stored, so the handle drops it (else
-    /// the job will, when it comes).
-    #[inline]
-    pub(crate) fn detach(&self) -> bool {
-        self.0.fetch_or(DETACHED, Ordering::AcqRel) & DONE != 0
     }
 }
 
@@ -189,22 +213,16 @@ impl<F, T> Spawned<F, T> {
 
     #[inline]
     fn finish(&self, r: Result<T, JoinError>) {
-        if self.handoff.handle_gone() {
-            // Nobody will take it; its destructor is the user's code, run
-            // outside any lock.
-            drop(r);
-            return;
-        }
-        let waker = {
-            let mut g = self.lock();
-            g.state = State::Done(r);
-            g.waker.take()
-        };
-        if self.handoff.stored() {
-            // The handle went while the result was stored: it is ours to drop.
-            let unwanted = std::mem::replace(&mut self.lock().state, State::Taken);
-            drop(unwanted);
-        }
+        let mut waker = None;
+        self.handoff.finish(
+            r,
+            |r| {
+                let mut g = self.lock();
+                g.state = State::Done(r);
+                waker = g.waker.take();
+            },
+            || std::mem::replace(&mut self.lock().state, State::Taken),
+        );
         if let Some(w) = waker {
             w.wake();
         }
@@ -244,8 +262,9 @@ trait Outcome<T>: Send + Sync {
     /// The result if the job is done (taken out), else registers `waker`.
     fn poll_result(&self, waker: Option<&Waker>) -> Option<Result<T, JoinError>>;
     fn finished(&self) -> bool;
-    /// The handle is gone: drop the result now or when it comes.
-    fn detach(&self);
+    /// The handle is gone: drop the result now or when it comes; `polled`:
+    /// the handle registered a waker, which goes now too.
+    fn detach(&self, polled: bool);
 }
 
 impl<F, T> Outcome<T> for Spawned<F, T>
@@ -274,17 +293,20 @@ where
         matches!(self.lock().state, State::Done(_) | State::Taken)
     }
 
-    fn detach(&self) {
-        if !self.handoff.detach() {
-            // Still to finish: the job drops its result when it comes.
-            return;
-        }
-        let left = {
+    fn detach(&self, polled: bool) {
+        let took = self.handoff.detach(|| {
             let mut g = self.lock();
-            g.waker = None;
-            std::mem::replace(&mut g.state, State::Taken)
-        };
-        drop(left);
+            (
+                std::mem::replace(&mut g.state, State::Taken),
+                g.waker.take(),
+            )
+        });
+        if !took && polled {
+            // Still to finish, and a task's waker may be registered: it goes
+            // now, not when the cell is reused (it may hold the task).
+            let w = self.lock().waker.take();
+            drop(w);
+        }
     }
 }
 
@@ -305,6 +327,8 @@ pub struct JoinHandle<T> {
     /// The result was taken (`join`, or a poll that returned `Ready`): the
     /// drop has nothing to detach and skips the job's lock.
     taken: bool,
+    /// A poll returned `Pending`: a waker may be registered in the job.
+    polled: bool,
 }
 
 impl<T> fmt::Debug for JoinHandle<T> {
@@ -342,7 +366,7 @@ impl<T> JoinHandle<T> {
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
         if !self.taken {
-            self.cell.func.detach();
+            self.cell.func.detach(self.polled);
         }
     }
 }
@@ -357,7 +381,10 @@ impl<T> Future for JoinHandle<T> {
                 this.taken = true;
                 Poll::Ready(r)
             }
-            None => Poll::Pending,
+            None => {
+                this.polled = true;
+                Poll::Pending
+            }
         }
     }
 }
@@ -491,5 +518,10 @@ where
         handoff: Handoff::new(),
     });
     let item: Arc<WorkInner> = cell.clone();
-    (item, JoinHandle { cell, taken: false })
+    let handle = JoinHandle {
+        cell,
+        taken: false,
+        polled: false,
+    };
+    (item, handle)
 }

@@ -631,6 +631,7 @@ impl PoolInner {
 /// The `n` lanes in turn, starting at `first` and wrapping around (no
 /// division: it runs for every item).
 fn lanes_from(first: usize, n: usize) -> impl Iterator<Item = usize> {
+    debug_assert!(first < n, "lane {first} of {n}");
     (first..n).chain(0..first.min(n))
 }
 
