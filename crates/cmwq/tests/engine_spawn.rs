@@ -384,7 +384,14 @@ fn a_detached_result_is_dropped_when_the_job_ends() {
 #[test]
 fn results_are_dropped_once_when_handles_race_their_jobs() {
     const N: usize = 4000;
-    let wq = unbound("sp_race");
+    // A pool of its own (strict affinity is a pool attribute): thousands of
+    // queued jobs must not grow the worklists of the pool that the
+    // allocation-counting tests, running in parallel, queue on.
+    let wq = Workqueue::builder("sp_race")
+        .unbound()
+        .affinity_strict(true)
+        .build()
+        .unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = std::sync::mpsc::channel::<JoinHandle<Noisy>>();
     let dropper = thread::spawn(move || {

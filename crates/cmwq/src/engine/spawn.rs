@@ -193,7 +193,7 @@ impl Handoff {
 
     /// The job, after storing its result: the handle went meanwhile.
     #[inline]
-    pub(crate) fn stored(&self) -> bool {
+    fn stored(&self) -> bool {
         self.0.fetch_or(DONE, Ordering::AcqRel) & DETACHED != 0
     }
 }

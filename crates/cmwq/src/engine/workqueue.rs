@@ -372,6 +372,15 @@ impl WqInner {
         );
     }
 
+    /// Turns away a claimed item (a draining queue takes no new work from
+    /// outside): counted, PENDING released, its job told, its cycle ended.
+    fn refuse(&self, work: &WorkInner) {
+        self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        work.clear_pending();
+        work.func.refused();
+        work.finish_cycle();
+    }
+
     /// Draining, and the caller is not one of this queue's own items.
     fn refuses_outsiders(self: &Arc<Self>) -> bool {
         self.draining.load(Ordering::Relaxed) > 0
@@ -427,10 +436,7 @@ impl WqInner {
         from_timer: bool,
     ) -> bool {
         if !from_timer && self.refuses_outsiders() {
-            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            work.clear_pending();
-            work.func.refused();
-            work.finish_cycle();
+            self.refuse(&work);
             return false;
         }
         loop {
@@ -1556,9 +1562,7 @@ impl Workqueue {
             self.inner.queue_claimed(dw.work.0.clone(), None, false)
         } else if self.inner.refuses_outsiders() {
             // As `queue`: a draining queue takes no new work from outside.
-            self.inner.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            dw.work.0.clear_pending();
-            dw.work.0.finish_cycle();
+            self.inner.refuse(&dw.work.0);
             false
         } else {
             timer::arm(&dw.work.0, &self.inner, None, delay);
@@ -1600,9 +1604,7 @@ impl Workqueue {
                 .queue_claimed(dw.work.0.clone(), Some(cpu), false));
         }
         if self.inner.refuses_outsiders() {
-            self.inner.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            dw.work.0.clear_pending();
-            dw.work.0.finish_cycle();
+            self.inner.refuse(&dw.work.0);
             return Ok(false);
         }
         timer::arm(&dw.work.0, &self.inner, Some(cpu), delay);
