@@ -105,6 +105,9 @@ pub(crate) struct Carrier {
     owner: AtomicUsize,
     /// Free-list link, written under the free list's lock.
     next: AtomicPtr<Carrier>,
+    /// The ordered queue the last queueing went to ([`CWq::order_point`]),
+    /// 0 for any other: where the callback hands over to the queue's next.
+    order: AtomicUsize,
     dw: OnceLock<DelayedWork>,
 }
 
@@ -158,6 +161,10 @@ thread_local! {
 fn run(c: &'static Carrier) {
     let ws = c.owner.load(Ordering::Acquire) as *mut WorkStruct;
     tsan::acquire(c.addr());
+    let order = c.order.load(Ordering::Relaxed) as *const c_void;
+    if !order.is_null() {
+        tsan::acquire(order);
+    }
     if !ws.is_null() {
         // SAFETY: a carrier with an open cycle is lent to `ws`, and the user
         // keeps a pending item alive until its callback has started.
@@ -176,6 +183,9 @@ fn run(c: &'static Carrier) {
         }
     }
     // From here on `ws` may be freed: only the carrier is touched.
+    if !order.is_null() {
+        tsan::release(order);
+    }
     tsan::release(c.addr());
     tsan::release(tsan::any_callback());
     c.end_cycle();
@@ -236,6 +246,7 @@ fn take_carrier() -> &'static Carrier {
         }),
         owner: AtomicUsize::new(0),
         next: AtomicPtr::new(std::ptr::null_mut()),
+        order: AtomicUsize::new(0),
         dw: OnceLock::new(),
     }));
     let _ = c.dw.set(DelayedWork::new(move || run(c)));
@@ -338,6 +349,9 @@ fn queue(wq: &CWq, ws: &WorkStruct, cpu: c_int, delay: Duration) -> bool {
 }
 
 fn engine_queue(wq: &CWq, c: &Carrier, cpu: c_int, delay: Duration) -> bool {
+    // Before the queueing that may start the callback, which reads it.
+    c.order
+        .store(wq.order_point().unwrap_or(0), Ordering::Relaxed);
     let dw = c.dw();
     match cpu_of(cpu) {
         Some(cpu) => match wq.wq.queue_delayed_on(cpu, dw, delay) {

@@ -28,6 +28,21 @@ pub struct CWq {
     pub(crate) name: String,
     sysfs: bool,
     system: bool,
+    /// `WQ_ORDERED`: each item happens before the next (see
+    /// [`CWq::order_point`]).
+    ordered: bool,
+}
+
+impl CWq {
+    /// The address an ordered queue's callbacks hand over on for
+    /// ThreadSanitizer (each releases it when it ends, the next acquires it
+    /// when it starts): consecutive items may run on different workers, and
+    /// the engine's pool lock that orders them is invisible to TSan. `None`
+    /// for other queues: their items are not ordered, and an edge between
+    /// them would hide real races.
+    pub(crate) fn order_point(&self) -> Option<usize> {
+        self.ordered.then_some(self as *const CWq as usize)
+    }
 }
 
 /// Names and addresses of the live `WQ_SYSFS` queues.
@@ -109,6 +124,7 @@ pub unsafe extern "C" fn cmwq_alloc_workqueue(
         name: name.clone(),
         sysfs,
         system: false,
+        ordered: flags & WQ_ORDERED != 0,
     }));
     if sysfs {
         reg.push((name, p as usize));
@@ -260,6 +276,7 @@ pub extern "C" fn cmwq_system_wq(kind: c_int) -> *mut CWq {
             name,
             sysfs: false,
             system: true,
+            ordered: false,
         })) as usize
     }) as *mut CWq
 }
