@@ -174,7 +174,10 @@
 //! drop calls it (take the stored result out and drop it, if stored); only
 //! the slot (a mutex around an `Option`) is the model's.
 //! Invariant: the result is dropped exactly once and the slot is left empty
-//! (a result left in it would live as long as the thread's spare cell). The
+//! (a result left in it would live as long as the thread's spare cell); and
+//! `finish` says nobody can wait (false, so the worker skips the cycle's end
+//! that `join` waits on) only when the handle's drop came first: a handle
+//! that joins instead of dropping always gets `true`. The
 //! negative control, a job that trusts its early look (`handle_gone`) and
 //! never looks again after storing, leaves the result of a handle dropped in
 //! between in the slot.
@@ -1403,13 +1406,12 @@ mod spawn_result {
                     let r = Counted(drops);
                     let store = |r| *slot.lock().unwrap() = Some(r);
                     match job {
-                        Job::Engine => {
-                            handoff.finish(r, store, || slot.lock().unwrap().take());
-                        }
+                        Job::Engine => handoff.finish(r, store, || slot.lock().unwrap().take()),
                         Job::TrustsFirstLook => {
                             if !handoff.handle_gone() {
                                 store(r);
                             }
+                            true
                         }
                     }
                 })
@@ -1419,7 +1421,13 @@ mod spawn_result {
             let said = handoff.detach(|| took = Some(slot.lock().unwrap().take().is_some()));
             assert_eq!(took.is_some(), said);
             assert!(took != Some(false), "the job said it stored its result");
-            worker.join().unwrap();
+            let kept = worker.join().unwrap();
+            // `kept == false`: the job saw the drop before it stored anything,
+            // so the drop found nothing to take.
+            assert!(
+                kept || !said,
+                "the job said the handle was gone after it took"
+            );
             assert!(
                 slot.lock().unwrap().is_none(),
                 "leaked: a result nobody will take"
@@ -1427,11 +1435,44 @@ mod spawn_result {
             assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped twice or never");
         });
     }
+
+    /// A handle that joins rather than drops: in every interleaving the job
+    /// says someone may wait (`finish` is true), so the worker ends the cycle
+    /// that `join` waits on.
+    pub fn joined() {
+        check(3, || {
+            let handoff = Arc::new(ResultHandoff::default());
+            let slot: Arc<Mutex<Option<u32>>> = Arc::new(Mutex::new(None));
+            let worker = {
+                let (handoff, slot) = (handoff.clone(), slot.clone());
+                thread::spawn(move || {
+                    handoff.finish(
+                        7,
+                        |r| *slot.lock().unwrap() = Some(r),
+                        || slot.lock().unwrap().take(),
+                    )
+                })
+            };
+            // The handle polls meanwhile; it never drops.
+            let seen = *slot.lock().unwrap();
+            assert!(seen.is_none() || seen == Some(7));
+            assert!(
+                worker.join().unwrap(),
+                "a live handle's job said nobody waits"
+            );
+            assert_eq!(*slot.lock().unwrap(), Some(7));
+        });
+    }
 }
 
 #[test]
 fn spawn_result_vs_detach() {
     spawn_result::run(spawn_result::Job::Engine);
+}
+
+#[test]
+fn spawn_result_of_a_joined_handle_is_awaited() {
+    spawn_result::joined();
 }
 
 #[test]

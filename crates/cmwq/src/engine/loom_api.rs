@@ -114,8 +114,9 @@ impl Default for ResultHandoff {
 }
 
 impl ResultHandoff {
-    /// `Handoff::finish`: the job's side, as `Spawned::finish` runs it.
-    pub fn finish<R, U>(&self, r: R, store: impl FnOnce(R), take_back: impl FnOnce() -> U) {
+    /// `Handoff::finish`: the job's side, as `Spawned::finish` runs it;
+    /// false when the handle was gone (the worker then skips the cycle's end).
+    pub fn finish<R, U>(&self, r: R, store: impl FnOnce(R), take_back: impl FnOnce() -> U) -> bool {
         self.0.finish(r, store, take_back)
     }
     /// `Handoff::detach`: the handle's side, as its drop runs it.

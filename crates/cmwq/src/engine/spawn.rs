@@ -161,16 +161,23 @@ impl Handoff {
     /// meanwhile, `take_back` takes it out again to be dropped here. What is
     /// dropped is dropped outside the caller's lock (a result's destructor is
     /// the user's code).
+    /// Returns false when it dropped `r` unstored: the handle was gone.
     #[inline]
-    pub(crate) fn finish<R, U>(&self, r: R, store: impl FnOnce(R), take_back: impl FnOnce() -> U) {
+    pub(crate) fn finish<R, U>(
+        &self,
+        r: R,
+        store: impl FnOnce(R),
+        take_back: impl FnOnce() -> U,
+    ) -> bool {
         if self.handle_gone() {
             drop(r);
-            return;
+            return false;
         }
         store(r);
         if self.stored() {
             drop(take_back());
         }
+        true
     }
 
     /// The handle's side, when it is dropped: if the result is stored, `take`
@@ -211,10 +218,12 @@ impl<F, T> Spawned<F, T> {
         self.inner.lock()
     }
 
+    /// Hands `r` to the handle (see [`Handoff`]); false if the handle was
+    /// already gone, so nobody can wait for this job any more.
     #[inline]
-    fn finish(&self, r: Result<T, JoinError>) {
+    fn finish(&self, r: Result<T, JoinError>) -> bool {
         let mut waker = None;
-        self.handoff.finish(
+        let kept = self.handoff.finish(
             r,
             |r| {
                 let mut g = self.lock();
@@ -226,6 +235,7 @@ impl<F, T> Spawned<F, T> {
         if let Some(w) = waker {
             w.wake();
         }
+        kept
     }
 }
 
@@ -234,7 +244,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(&self) {
+    fn run(&self) -> bool {
         let f = {
             let mut g = self.lock();
             match std::mem::replace(&mut g.state, State::Running) {
@@ -242,12 +252,13 @@ where
                 other => {
                     // A job runs once: it is never queued twice.
                     g.state = other;
-                    return;
+                    return true;
                 }
             }
         };
         let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked);
-        self.finish(r);
+        // Only a live handle can join: a detached job's cycle has no waiter.
+        self.finish(r)
     }
 
     fn refused(&self) {
@@ -479,11 +490,13 @@ struct Detached<F> {
 }
 
 impl<F: FnOnce() + Send + 'static> Job for Detached<F> {
-    fn run(&self) {
+    /// No handle exists, so nobody waits for the cycle: false.
+    fn run(&self) -> bool {
         let f = self.f.lock().take();
         if let Some(f) = f {
             f();
         }
+        false
     }
 
     /// A refused closure is dropped at once, not kept in the thread's spare

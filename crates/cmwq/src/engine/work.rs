@@ -9,6 +9,12 @@
 //! what [`Work::flush`] waits on (the kernel inserts a barrier work instead; a
 //! counter pair gives the same answer without a second list entry).
 //!
+//! A one-off job's cell (`spawn`, `execute`) is born with its only cycle
+//! claimed and is never queued again: the worker leaves its PENDING bit set,
+//! and ends its cycle only if someone may wait for it (a spawned job whose
+//! handle still lives, see [`Job::run`]), which spares two fully ordered
+//! read-modify-writes per fire-and-forget job.
+//!
 //! Where a pending item sits is named by `pool`, the id of the pool whose lists
 //! hold it (or where it last ran). A canceller that sees `PENDING` looks there; if
 //! the queueing thread has not pushed the item yet it retries, as the kernel's
@@ -27,8 +33,12 @@ const DISABLE_ONE: u32 = 1 << 16;
 /// ([`crate::JoinHandle`]). Stored inline at the end of the item's
 /// [`WorkCell`], so an item is one allocation whatever it runs.
 pub(crate) trait Job: Send + Sync + 'static {
-    /// Runs one cycle.
-    fn run(&self);
+    /// Runs one cycle. Returns whether anyone may wait for the cycle's end
+    /// ([`WorkCell::wait_cycles`]): always for a [`Work`]'s callback; for a
+    /// one-off job only while its handle lives (a detached or handle-less
+    /// job has nobody left who could), and the worker then skips
+    /// [`WorkCell::finish_cycle`] and its fully ordered read-modify-write.
+    fn run(&self) -> bool;
 
     /// The workqueue refused the cycle (it drains): it will not run. A
     /// [`Work`]'s callback stays for the next queue; a one-off job lets go
@@ -38,8 +48,9 @@ pub(crate) trait Job: Send + Sync + 'static {
 }
 
 impl<F: Fn() + Send + Sync + 'static> Job for F {
-    fn run(&self) {
-        self()
+    fn run(&self) -> bool {
+        self();
+        true
     }
 }
 
@@ -64,6 +75,7 @@ impl<F: Fn() + Send + Sync + 'static> Job for F {
 ///   to `waiters` then reads `done`), and `queued` is read with them.
 /// - `waiters` A: threads in `wait_cycles`. `SeqCst`: pairs with `done`.
 /// - `wait_lock` W: taken only to wait on and notify `wait_cv`.
+/// - `once` I (reset with the rest by `reset_claimed`, which has `&mut`).
 /// - `func` I.
 pub(crate) struct WorkCell<J: ?Sized> {
     pub(crate) state: AtomicU32,
@@ -74,6 +86,9 @@ pub(crate) struct WorkCell<J: ?Sized> {
     waiters: AtomicU32,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
+    /// A one-off job's cell (`spawn`, `execute`): queued once, never again,
+    /// so the worker leaves its PENDING bit alone.
+    pub(crate) once: bool,
     pub(crate) func: J,
 }
 
@@ -91,6 +106,7 @@ impl<J> WorkCell<J> {
             waiters: AtomicU32::new(0),
             wait_lock: Mutex::new(()),
             wait_cv: Condvar::new(),
+            once: false,
             func,
         }
     }
@@ -101,9 +117,10 @@ impl<J> WorkCell<J> {
     /// two fully ordered read-modify-writes do for an item others share; the
     /// pool lock that queues it publishes them to the worker.
     pub(crate) fn new_claimed(func: J) -> WorkCell<J> {
-        let c = WorkCell::new(func);
+        let mut c = WorkCell::new(func);
         c.state.store(PENDING, Ordering::Relaxed);
         c.queued.store(1, Ordering::Relaxed);
+        c.once = true;
         c
     }
 
@@ -118,6 +135,7 @@ impl<J> WorkCell<J> {
         self.queued.store(1, Ordering::Relaxed);
         self.done.store(0, Ordering::Relaxed);
         self.waiters.store(0, Ordering::Relaxed);
+        self.once = true;
         self.func = func;
     }
 }

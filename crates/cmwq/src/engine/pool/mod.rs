@@ -690,10 +690,9 @@ static FAIL_CREATE: AtomicBool = AtomicBool::new(false);
 thread_local! {
     /// (pool id, worker index) of the calling thread if it is a worker.
     static WORKER: std::cell::Cell<Option<(u32, usize)>> = const { std::cell::Cell::new(None) };
-    /// Address of the workqueue whose item the calling worker runs (0: none).
-    static CURRENT_WQ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Address of the work item the calling worker runs (0: none).
-    static CURRENT_WORK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Addresses of the workqueue and of the work item the calling worker
+    /// runs ((0, 0): none); one cell, so a worker sets both with one access.
+    static CURRENT: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// Sets how long surplus idle workers linger before they exit (kernel: 300 s).
@@ -717,12 +716,12 @@ pub(crate) fn get_pool(id: u32) -> Option<&'static Pool> {
 
 /// Address of the workqueue whose item the calling thread runs, if it is a worker.
 pub(crate) fn current_wq_addr() -> usize {
-    CURRENT_WQ.with(|c| c.get())
+    CURRENT.with(|c| c.get().0)
 }
 
 /// Address of the work item the calling thread runs, if it is a worker.
 pub(crate) fn current_work_addr() -> usize {
-    CURRENT_WORK.with(|c| c.get())
+    CURRENT.with(|c| c.get().1)
 }
 
 /// A: the kill-a-worker test hook. `Relaxed`: a setting read on its own.

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::lane::LazyNow;
 use super::{
-    BLOCKED_INTENSIVE, CURRENT_WORK, CURRENT_WQ, DEBUG_KILL_WORKER, IDLE_TIMEOUT_MS, Item, Pool,
-    PoolInner, Post, WORKER, WState, unlock_wake,
+    BLOCKED_INTENSIVE, CURRENT, DEBUG_KILL_WORKER, IDLE_TIMEOUT_MS, Item, Pool, PoolInner, Post,
+    WORKER, WState, unlock_wake,
 };
 use crate::engine::watchdog;
 use crate::engine::work::WorkInner;
@@ -392,7 +392,10 @@ fn process_one_work<'a>(
     w.current_color = item.color;
     w.seq += 1;
     let (lane, prev) = (w.lane, w.last_start);
-    item.work.clear_pending();
+    // A one-off job is never queued again, so nothing reads its PENDING bit.
+    if !item.work.once {
+        item.work.clear_pending();
+    }
     let managed = pool.managed && counted;
     if wq.cpu_intensive {
         g.mark_out(me, BLOCKED_INTENSIVE, managed);
@@ -409,15 +412,18 @@ fn process_one_work<'a>(
     let wake = g.kick(hint, pool.cap);
     unlock_wake(pool, g, wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
-    CURRENT_WQ.with(|c| c.set(wq_addr));
-    CURRENT_WORK.with(|c| c.set(crate::engine::work::addr(&item.work)));
+    CURRENT.with(|c| c.set((wq_addr, crate::engine::work::addr(&item.work))));
     let res = catch_unwind(AssertUnwindSafe(|| item.work.func.run()));
-    CURRENT_WQ.with(|c| c.set(0));
-    CURRENT_WORK.with(|c| c.set(0));
-    let panicked = res.is_err();
-    if let Err(payload) = res {
-        wq.report_panic(payload);
-    }
+    CURRENT.with(|c| c.set((0, 0)));
+    // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
+    // catch their own).
+    let (panicked, awaited) = match res {
+        Ok(awaited) => (false, awaited),
+        Err(payload) => {
+            wq.report_panic(payload);
+            (true, true)
+        }
+    };
     if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
     {
         panic!("cmwq: test hook: this worker dies with its item unfinished");
@@ -435,7 +441,9 @@ fn process_one_work<'a>(
     g.workers[me].current = None;
     let mut post = Post::default();
     pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
-    item.work.finish_cycle();
+    if awaited {
+        item.work.finish_cycle();
+    }
     // Every deferred action runs, `died` included: an ordered queue's retired
     // pwq that drains here must unplug the next generation, or it waits forever.
     if post.pending() {
