@@ -1,5 +1,6 @@
-//! One-off jobs with `Workqueue::spawn`: join a handle, or `.await` it; and
-//! `Workqueue::execute` for jobs nobody waits for.
+//! One-off jobs with `Workqueue::spawn`: join a handle, `.await` it, or
+//! cancel it before it starts; and `Workqueue::execute` for jobs nobody
+//! waits for.
 //!
 //! Run with `cargo run -p cmwq --example spawn`.
 
@@ -28,6 +29,22 @@ fn main() {
         Err(e @ JoinError::Panicked(_)) => println!("the job panicked: {e}"),
         other => println!("unexpected: {other:?}"),
     }
+
+    // A job that has not started can be taken back: it never runs. An
+    // ordered queue held by a first job keeps the second one queued.
+    let ordered = Workqueue::builder("example_spawn_ordered")
+        .unbound()
+        .ordered()
+        .build()
+        .expect("an ordered workqueue");
+    let (open, gate) = std::sync::mpsc::channel::<()>();
+    let first = ordered.spawn(move || cmwq::blocking(|| gate.recv().is_ok()));
+    let second = ordered.spawn(|| unreachable!("cancelled before it started"));
+    let taken = second.cancel();
+    println!("cancelled the queued job: {taken}");
+    open.send(()).expect("the first job waits");
+    assert!(first.join().unwrap());
+    assert!(matches!(second.join(), Err(JoinError::Cancelled)));
 
     // Async: a JoinHandle is a Future, woken by the job itself. Any executor
     // works; this example brings a ten-line one so it depends on nothing.

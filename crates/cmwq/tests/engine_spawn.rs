@@ -626,3 +626,213 @@ fn execute_in_a_loop_reuses_its_cells() {
     // Without reuse: 100 (and flush itself allocates nothing).
     assert!(made <= 10, "100 executes made {made} allocations");
 }
+
+/// A closure's captured value that counts its drops.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// An ordered queue held by a first job at a gate: what is spawned after it
+/// stays queued until the gate opens.
+fn held_ordered(name: &str) -> (Workqueue, std::sync::mpsc::Sender<()>, JoinHandle<()>) {
+    let wq = Workqueue::builder(name)
+        .unbound()
+        .ordered()
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let holder = wq.spawn(move || cmwq::blocking(|| rx.recv().unwrap()));
+    (wq, tx, holder)
+}
+
+#[test]
+fn a_queued_job_is_cancelled_never_runs_and_its_closure_goes_at_once() {
+    let (wq, open, holder) = held_ordered("sp_cancel");
+    let (ran, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let job = |i: usize| {
+        let (ran, mine) = (ran.clone(), DropCount(drops.clone()));
+        move || {
+            let _mine = &mine;
+            ran.fetch_add(1, Ordering::SeqCst);
+            i
+        }
+    };
+    let a = wq.spawn(job(1));
+    let b = wq.spawn(job(2));
+    let c = wq.spawn(job(3));
+    assert!(!b.is_finished());
+    assert!(b.cancel());
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "the closure is dropped by cancel"
+    );
+    assert!(b.is_finished());
+    assert!(!b.cancel(), "nothing left to cancel");
+    open.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(a.join().unwrap(), 1);
+    assert_eq!(
+        c.join().unwrap(),
+        3,
+        "the queue's order goes on past the gap"
+    );
+    let e = b.join().unwrap_err();
+    assert!(matches!(e, JoinError::Cancelled), "{e:?}");
+    assert_eq!(e.message(), None);
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_started_or_finished_job_is_not_cancelled() {
+    let wq = unbound("sp_cancel_late");
+    let started = Arc::new(std::sync::Barrier::new(2));
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let s = started.clone();
+    let running = wq.spawn(move || {
+        s.wait();
+        cmwq::blocking(|| rx.recv().unwrap());
+        7
+    });
+    started.wait();
+    assert!(!running.cancel(), "a running job runs to its end");
+    tx.send(()).unwrap();
+    assert_eq!(running.join().unwrap(), 7);
+    let done = wq.spawn(|| 8);
+    while !done.is_finished() {
+        thread::yield_now();
+    }
+    assert!(!done.cancel());
+    assert_eq!(done.join().unwrap(), 8);
+}
+
+#[test]
+fn a_refused_job_is_not_cancelled() {
+    let wq = unbound("sp_cancel_refused");
+    let draining = Draining::start(&wq);
+    let h = wq.spawn(|| 5);
+    assert!(!h.cancel());
+    assert!(matches!(h.join(), Err(JoinError::Refused)));
+    draining.finish();
+}
+
+#[test]
+fn flush_and_drain_stop_waiting_for_a_cancelled_job() {
+    let (wq, open, holder) = held_ordered("sp_cancel_flush");
+    let queued: Vec<_> = (0..5).map(|i| wq.spawn(move || i)).collect();
+    for h in &queued {
+        assert!(h.cancel());
+    }
+    // Only the holder is left in flight: once it ends, flush returns.
+    let flusher = {
+        let wq = wq.clone();
+        thread::spawn(move || wq.flush())
+    };
+    open.send(()).unwrap();
+    flusher.join().unwrap();
+    holder.join().unwrap();
+    for h in queued {
+        assert!(matches!(h.join(), Err(JoinError::Cancelled)));
+    }
+    let late = wq.spawn(|| 9);
+    assert!(late.cancel() || late.is_finished());
+    wq.drain();
+}
+
+#[test]
+fn cancelling_a_job_held_by_max_active_lets_the_next_one_in() {
+    let wq = Workqueue::builder("sp_cancel_max")
+        .unbound()
+        .max_active(1)
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let holder = wq.spawn(move || cmwq::blocking(|| rx.recv().unwrap()));
+    // Held back (inactive) by max_active, behind the holder.
+    let waiting: Vec<_> = (0..4usize).map(|i| wq.spawn(move || i)).collect();
+    assert!(waiting[0].cancel());
+    assert!(waiting[2].cancel());
+    tx.send(()).unwrap();
+    holder.join().unwrap();
+    let got: Vec<_> = waiting
+        .into_iter()
+        .map(|h| h.join().map_err(|e| e.to_string()))
+        .collect();
+    let cancelled = Err("the spawned job was cancelled before it started".to_string());
+    assert_eq!(got, vec![cancelled.clone(), Ok(1), cancelled, Ok(3)]);
+    assert_eq!(wq.spawn(|| 4).join().unwrap(), 4, "the slot was given back");
+}
+
+#[test]
+fn a_cancelled_handle_resolves_as_a_future() {
+    let (wq, open, holder) = held_ordered("sp_cancel_future");
+    let h = wq.spawn(|| 1u8);
+    assert!(h.cancel());
+    assert!(matches!(block_on(h), Err(JoinError::Cancelled)));
+    open.send(()).unwrap();
+    holder.join().unwrap();
+}
+
+/// Cancels race the workers taking the same jobs: each job either ran once
+/// (and `cancel` said false) or never ran (and `cancel` said true, and the
+/// handle says `Cancelled`); nothing is lost and `flush` returns.
+#[test]
+fn cancel_races_the_workers_and_each_job_runs_at_most_once() {
+    const N: usize = 3000;
+    let wq = Workqueue::builder("sp_cancel_race")
+        .unbound()
+        .affinity_strict(true)
+        .build()
+        .unwrap();
+    let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, JoinHandle<usize>)>();
+    let canceller = thread::spawn(move || {
+        let mut out = Vec::with_capacity(N);
+        for (i, h) in rx {
+            // Every other job, at varied moments after its spawn.
+            let said = i % 2 == 0 && {
+                for _ in 0..(i % 7) {
+                    std::hint::spin_loop();
+                }
+                h.cancel()
+            };
+            out.push((i, said, h));
+        }
+        out
+    });
+    for i in 0..N {
+        let runs = runs.clone();
+        let h = wq.spawn(move || {
+            runs[i].fetch_add(1, Ordering::SeqCst);
+            i
+        });
+        tx.send((i, h)).unwrap();
+    }
+    drop(tx);
+    let out = canceller.join().unwrap();
+    wq.flush();
+    let mut cancelled = 0;
+    for (i, said, h) in out {
+        let ran = runs[i].load(Ordering::SeqCst);
+        match h.join() {
+            Ok(v) => {
+                assert!(!said, "job {i}: cancel said yes but it ran");
+                assert_eq!((v, ran), (i, 1), "job {i}");
+            }
+            Err(JoinError::Cancelled) => {
+                assert!(said, "job {i}: cancelled without a cancel");
+                assert_eq!(ran, 0, "job {i} ran after its cancel");
+                cancelled += 1;
+            }
+            Err(e) => panic!("job {i}: {e}"),
+        }
+    }
+    // The count depends on timing; all that may not happen is a cancel of
+    // a job that was never asked.
+    assert!(cancelled <= N / 2);
+}

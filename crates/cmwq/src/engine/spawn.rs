@@ -33,7 +33,10 @@
 //! hooks: the handle is where it goes). A draining workqueue refuses
 //! outsiders' items; a spawn it refuses gives [`JoinError::Refused`] at once
 //! rather than a handle that never finishes. Dropping the handle detaches the
-//! job: it still runs, and its result is dropped.
+//! job: it still runs, and its result is dropped. [`JoinHandle::cancel`]
+//! takes a job that has not started off its queue (the kernel's
+//! `cancel_work` on a pending item), giving [`JoinError::Cancelled`]; a job
+//! that started runs to its end.
 //!
 //! # Waiting
 //!
@@ -57,11 +60,15 @@ use crate::sync::model::atomic::{AtomicU8, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
 /// Why a spawned job gave no value.
+#[non_exhaustive]
 pub enum JoinError {
     /// The job panicked; the payload is what it panicked with.
     Panicked(Box<dyn Any + Send + 'static>),
     /// The workqueue was draining and refused the job; it never ran.
     Refused,
+    /// [`JoinHandle::cancel`] took the job off its queue before it started;
+    /// it never ran.
+    Cancelled,
 }
 
 impl JoinError {
@@ -72,7 +79,7 @@ impl JoinError {
                 .downcast_ref::<&str>()
                 .copied()
                 .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
-            JoinError::Refused => None,
+            JoinError::Refused | JoinError::Cancelled => None,
         }
     }
 }
@@ -85,6 +92,7 @@ impl fmt::Debug for JoinError {
                 .field(&self.message().unwrap_or("<non-string payload>"))
                 .finish(),
             JoinError::Refused => f.write_str("Refused"),
+            JoinError::Cancelled => f.write_str("Cancelled"),
         }
     }
 }
@@ -99,6 +107,7 @@ impl fmt::Display for JoinError {
             JoinError::Refused => {
                 f.write_str("the workqueue was draining and refused the spawned job")
             }
+            JoinError::Cancelled => f.write_str("the spawned job was cancelled before it started"),
         }
     }
 }
@@ -218,6 +227,14 @@ impl<F, T> Spawned<F, T> {
         self.inner.lock()
     }
 
+    /// The job will not run (refused, or cancelled): its closure is dropped
+    /// now, outside the lock, and `why` is its result.
+    fn never_ran(&self, why: JoinError) {
+        let f = std::mem::replace(&mut self.lock().state, State::Running);
+        drop(f);
+        self.finish(Err(why));
+    }
+
     /// Hands `r` to the handle (see [`Handoff`]); false if the handle was
     /// already gone, so nobody can wait for this job any more.
     #[inline]
@@ -262,9 +279,7 @@ where
     }
 
     fn refused(&self) {
-        let f = std::mem::replace(&mut self.lock().state, State::Running);
-        drop(f);
-        self.finish(Err(JoinError::Refused));
+        self.never_ran(JoinError::Refused);
     }
 }
 
@@ -276,6 +291,8 @@ trait Outcome<T>: Send + Sync {
     /// The handle is gone: drop the result now or when it comes; `polled`:
     /// the handle registered a waker, which goes now too.
     fn detach(&self, polled: bool);
+    /// The handle took the job off its queue before it started.
+    fn cancelled(&self);
 }
 
 impl<F, T> Outcome<T> for Spawned<F, T>
@@ -302,6 +319,10 @@ where
 
     fn finished(&self) -> bool {
         matches!(self.lock().state, State::Done(_) | State::Taken)
+    }
+
+    fn cancelled(&self) {
+        self.never_ran(JoinError::Cancelled);
     }
 
     fn detach(&self, polled: bool) {
@@ -368,9 +389,43 @@ impl<T> JoinHandle<T> {
         r
     }
 
-    /// Whether the job has finished (ran, panicked or was refused).
+    /// Whether the job has finished (ran, panicked, was refused or cancelled).
     pub fn is_finished(&self) -> bool {
         self.cell.func.finished()
+    }
+
+    /// Takes the job off its queue if it has not started, as the kernel's
+    /// `cancel_work` takes a pending item: it will not run, its closure is
+    /// dropped before this returns, and the handle's result is
+    /// [`JoinError::Cancelled`]. Returns whether it did; false once a worker
+    /// took the job (it runs to its end: a job is never stopped midway) or
+    /// if it was refused. The queue's `flush` and `drain` stop waiting for a
+    /// cancelled job, and a `max_active` slot it held goes to the next.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    ///
+    /// let wq = cmwq::Workqueue::builder("cancel_job_doc").ordered().build().unwrap();
+    /// // The first job holds the ordered queue, so the second stays queued.
+    /// let (tx, rx) = mpsc::channel::<()>();
+    /// let first = wq.spawn(move || rx.recv().unwrap());
+    /// let second = wq.spawn(|| unreachable!("cancelled before it started"));
+    /// assert!(second.cancel());
+    /// assert!(second.is_finished());
+    /// assert!(matches!(second.join(), Err(cmwq::JoinError::Cancelled)));
+    /// tx.send(()).unwrap();
+    /// first.join().unwrap();
+    /// ```
+    pub fn cancel(&self) -> bool {
+        let c = &*self.cell;
+        // The pool that holds the job is written (under its lock) before
+        // `spawn` returns this handle; the pool's lock then decides the race
+        // with a worker taking the job.
+        if !super::pool::steal_at(c.pool.load(Ordering::Relaxed), super::work::addr(c)) {
+            return false;
+        }
+        c.func.cancelled();
+        true
     }
 }
 

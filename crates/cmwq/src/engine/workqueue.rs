@@ -1468,8 +1468,9 @@ impl Workqueue {
     ///
     /// Use a [`Work`] for an item that is queued again and again (it has the
     /// pending bit: queueing it while pending does nothing, and it can be
-    /// cancelled or disabled); use `spawn` for a job that runs once and
-    /// returns something.
+    /// disabled, or cancelled and waited for with `cancel_sync`); use `spawn`
+    /// for a job that runs once and returns something (its handle can
+    /// [`cancel`](JoinHandle::cancel) it until it starts).
     ///
     /// ```
     /// let wq = cmwq::Workqueue::builder("spawn_doc2").unbound().build().unwrap();

@@ -1231,23 +1231,22 @@ impl Pool {
         }
     }
 
-    /// Removes a pending item from this pool's lists (`try_to_grab_pending`'s steal).
-    fn steal(&'static self, work: &Arc<WorkInner>) -> bool {
+    /// Removes a pending item from this pool's lists (`try_to_grab_pending`'s
+    /// steal), the item at address `a` ([`addr`](super::work::addr): a live
+    /// item's, so no other item can have it while the caller holds one).
+    fn steal(&'static self, a: usize) -> bool {
+        use super::work::addr;
         let mut g = self.lock();
         let mut found: Option<(Item, bool)> = None;
         for l in g.lanes.iter_mut() {
-            if let Some(i) = l.worklist.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
+            if let Some(i) = l.worklist.iter().position(|it| addr(&it.work) == a) {
                 found = l.worklist.remove(i).map(|it| (it, true));
                 break;
             }
         }
         if found.is_none() {
             for w in g.workers.iter_mut() {
-                if let Some(i) = w
-                    .scheduled
-                    .iter()
-                    .position(|it| Arc::ptr_eq(&it.work, work))
-                {
+                if let Some(i) = w.scheduled.iter().position(|it| addr(&it.work) == a) {
                     found = w.scheduled.remove(i).map(|it| (it, true));
                     break;
                 }
@@ -1255,7 +1254,7 @@ impl Pool {
         }
         if found.is_none() {
             for p in g.pwqs.iter_mut() {
-                if let Some(i) = p.inactive.iter().position(|it| Arc::ptr_eq(&it.work, work)) {
+                if let Some(i) = p.inactive.iter().position(|it| addr(&it.work) == a) {
                     found = p.inactive.remove(i).map(|it| (it, false));
                     break;
                 }
@@ -1264,13 +1263,13 @@ impl Pool {
         let Some((item, active)) = found else {
             return false;
         };
-        work.clear_pending();
+        item.work.clear_pending();
         let mut post = Post::default();
         self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);
         post.wake = g.kick(usize::from(item.lane), self.cap);
         self.update_lendable(&g);
         drop(g);
-        work.finish_cycle();
+        item.work.finish_cycle();
         post.run(self);
         true
     }
@@ -1278,11 +1277,20 @@ impl Pool {
 
 /// Steals `work` off the pool that holds it, if any.
 pub(crate) fn steal_queued(work: &Arc<WorkInner>) -> bool {
-    let id = work.pool.load(Ordering::Relaxed);
-    if id == 0 {
+    steal_at(
+        work.pool.load(Ordering::Relaxed),
+        super::work::addr(&**work),
+    )
+}
+
+/// Steals the item at address `a` off pool `id_plus_1 - 1` (its `pool`
+/// field), if it is still on one of that pool's lists: whoever holds the
+/// item by another view (a spawned job's handle) can take it back.
+pub(crate) fn steal_at(id_plus_1: u32, a: usize) -> bool {
+    if id_plus_1 == 0 {
         return false;
     }
-    get_pool(id - 1).is_some_and(|p| p.steal(work))
+    get_pool(id_plus_1 - 1).is_some_and(|p| p.steal(a))
 }
 
 /// The pool and pwq where `work` is executing now, if it runs on `wq`'s pools.
