@@ -176,8 +176,11 @@
 //! Invariant: the result is dropped exactly once and the slot is left empty
 //! (a result left in it would live as long as the thread's spare cell); and
 //! `finish` says nobody can wait (false, so the worker skips the cycle's end
-//! that `join` waits on) only when the handle's drop came first: a handle
-//! that joins instead of dropping always gets `true`. The
+//! that `join` waits on) only when the handle's drop came first. A second
+//! model runs the whole end of a job against a handle that joins (the real
+//! `wait_cycles`) or drops: the worker's `finish_cycle`, called only when
+//! `finish` says someone may wait, always releases the join (its negative
+//! control, a worker that never ends the cycle, deadlocks). The
 //! negative control, a job that trusts its early look (`handle_gone`) and
 //! never looks again after storing, leaves the result of a handle dropped in
 //! between in the slot.
@@ -1376,7 +1379,7 @@ fn node_budget_without_activation_is_caught() {
 
 mod spawn_result {
     use super::*;
-    use cmwq::__loom::ResultHandoff;
+    use cmwq::__loom::{ResultHandoff, WorkState};
 
     #[derive(Clone, Copy, PartialEq, Eq)]
     pub enum Job {
@@ -1436,31 +1439,47 @@ mod spawn_result {
         });
     }
 
-    /// A handle that joins rather than drops: in every interleaving the job
-    /// says someone may wait (`finish` is true), so the worker ends the cycle
-    /// that `join` waits on.
-    pub fn joined() {
-        check(3, || {
+    /// How the worker ends a spawned job's cycle in [`awaited`].
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum End {
+        /// The engine: `finish_cycle` only if `finish` said someone may wait.
+        IfAwaited,
+        /// Negative control: never (as if `finish` always said nobody waits).
+        Never,
+    }
+
+    /// The whole job-end path against the handle: the worker runs `finish`
+    /// and then, if it returned true, the item's real `finish_cycle`; the
+    /// handle either joins (the real `wait_cycles` on the cycle counters,
+    /// then takes the result) or is dropped (`detach`). A join never hangs
+    /// and finds the result; a drop leaves nothing behind.
+    pub fn awaited(end: End, join: bool) {
+        check(3, move || {
             let handoff = Arc::new(ResultHandoff::default());
+            let work = Arc::new(WorkState::new());
+            assert!(work.try_claim(), "a fresh item's one cycle");
             let slot: Arc<Mutex<Option<u32>>> = Arc::new(Mutex::new(None));
             let worker = {
-                let (handoff, slot) = (handoff.clone(), slot.clone());
+                let (handoff, work, slot) = (handoff.clone(), work.clone(), slot.clone());
                 thread::spawn(move || {
-                    handoff.finish(
+                    let kept = handoff.finish(
                         7,
                         |r| *slot.lock().unwrap() = Some(r),
                         || slot.lock().unwrap().take(),
-                    )
+                    );
+                    if kept && end == End::IfAwaited {
+                        work.finish_cycle();
+                    }
                 })
             };
-            // The handle polls meanwhile; it never drops.
-            let seen = *slot.lock().unwrap();
-            assert!(seen.is_none() || seen == Some(7));
-            assert!(
-                worker.join().unwrap(),
-                "a live handle's job said nobody waits"
-            );
-            assert_eq!(*slot.lock().unwrap(), Some(7));
+            if join {
+                work.wait_cycles();
+                assert_eq!(slot.lock().unwrap().take(), Some(7), "joined, no result");
+            } else {
+                handoff.detach(|| slot.lock().unwrap().take());
+            }
+            worker.join().unwrap();
+            assert!(slot.lock().unwrap().is_none(), "leaked a result");
         });
     }
 }
@@ -1471,8 +1490,20 @@ fn spawn_result_vs_detach() {
 }
 
 #[test]
-fn spawn_result_of_a_joined_handle_is_awaited() {
-    spawn_result::joined();
+fn spawn_result_of_a_joining_handle_ends_the_cycle() {
+    spawn_result::awaited(spawn_result::End::IfAwaited, true);
+    spawn_result::awaited(spawn_result::End::IfAwaited, false);
+}
+
+#[test]
+#[ignore = "negative control: fails by design; run by spawn_result_never_ending_the_cycle_is_caught"]
+fn child_spawn_result_never_ending_the_cycle() {
+    spawn_result::awaited(spawn_result::End::Never, true);
+}
+
+#[test]
+fn spawn_result_never_ending_the_cycle_is_caught() {
+    expect_child_failure("child_spawn_result_never_ending_the_cycle", "deadlock");
 }
 
 #[test]

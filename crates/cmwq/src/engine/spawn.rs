@@ -170,6 +170,7 @@ impl Handoff {
     /// meanwhile, `take_back` takes it out again to be dropped here. What is
     /// dropped is dropped outside the caller's lock (a result's destructor is
     /// the user's code).
+    ///
     /// Returns false when it dropped `r` unstored: the handle was gone.
     #[inline]
     pub(crate) fn finish<R, U>(
@@ -227,12 +228,13 @@ impl<F, T> Spawned<F, T> {
         self.inner.lock()
     }
 
-    /// The job will not run (refused, or cancelled): its closure is dropped
-    /// now, outside the lock, and `why` is its result.
+    /// The job will not run (refused, or cancelled): `why` is its result,
+    /// and its closure is dropped after that, outside the lock: a closure
+    /// whose destructor panics still leaves a finished handle.
     fn never_ran(&self, why: JoinError) {
         let f = std::mem::replace(&mut self.lock().state, State::Running);
-        drop(f);
         self.finish(Err(why));
+        drop(f);
     }
 
     /// Hands `r` to the handle (see [`Handoff`]); false if the handle was
@@ -344,7 +346,8 @@ where
 
 /// The result of a job spawned with [`Workqueue::spawn`](crate::Workqueue::spawn):
 /// [`join`](Self::join) it, poll [`is_finished`](Self::is_finished), or
-/// `.await` it. Dropping it detaches the job.
+/// `.await` it; [`cancel`](Self::cancel) it while it has not started.
+/// Dropping it detaches the job.
 ///
 /// ```
 /// let wq = cmwq::Workqueue::builder("spawn_doc").unbound().build().unwrap();

@@ -10,10 +10,13 @@
 //! counter pair gives the same answer without a second list entry).
 //!
 //! A one-off job's cell (`spawn`, `execute`) is born with its only cycle
-//! claimed and is never queued again: the worker leaves its PENDING bit set,
-//! and ends its cycle only if someone may wait for it (a spawned job whose
-//! handle still lives, see [`Job::run`]), which spares two fully ordered
-//! read-modify-writes per fire-and-forget job.
+//! claimed and is never queued again: the worker leaves its PENDING bit set
+//! (the clear above is for items that can be queued again), and ends its
+//! cycle only if someone may wait for it (a spawned job whose handle still
+//! lives, see [`Job::run`]), which spares two fully ordered read-modify-writes
+//! per fire-and-forget job. Its handle's `cancel` needs no retry either: the
+//! job is on its pool's lists before `spawn` returns the handle, so the pool
+//! named by `pool` either still holds it or a worker has taken it.
 //!
 //! Where a pending item sits is named by `pool`, the id of the pool whose lists
 //! hold it (or where it last ran). A canceller that sees `PENDING` looks there; if
