@@ -33,17 +33,17 @@
 //! The seed fixes each producer's sequence of operations, not the schedule;
 //! set `CMWQ_FUZZ_SEED` (decimal or `0x` hex) to rerun a failing seed.
 
+mod common;
+
 use std::any::Any;
-use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, Once, OnceLock, RwLock, Weak, mpsc};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use cmwq::{JoinError, JoinHandle, Work, Workqueue};
+use common::{Rng, block_on};
 
 /// How long the main test thread waits for the body before it calls it a hang.
 const HANG_LIMIT: Duration = Duration::from_secs(120);
@@ -71,31 +71,10 @@ const MAX_FAILURES_KEPT: usize = 40;
 // Randomness and seeds
 // ---------------------------------------------------------------------------
 
-/// xorshift64*: small, fast, and good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        // Spread the seed first so seeds that differ in one bit start apart,
-        // and never start at zero (xorshift would stay there).
-        Rng(mix64(seed) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// True `pct` times in a hundred.
-    fn chance(&mut self, pct: usize) -> bool {
-        self.below(100) < pct
-    }
+/// The generator of a producer: seeded from the test's seed, spread first
+/// so seeds that differ in one bit start apart, and never zero.
+fn rng_for(seed: u64) -> Rng {
+    Rng(mix64(seed) | 1)
 }
 
 /// A 64-bit finalizer (splitmix64's): a bijection that mixes every bit.
@@ -152,25 +131,6 @@ fn quiet_intentional_panics() {
             previous(info);
         }));
     });
-}
-
-/// Runs one future to completion on the calling thread, parking between polls.
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        thread::park();
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -684,7 +644,7 @@ fn job_body(s: &Arc<Shared>, id: usize, spec: JobSpec) -> u64 {
 /// A job's child on the unbound queue: joined, cancelled then joined, or
 /// detached, chosen from the parent's id.
 fn spawn_child(s: &Arc<Shared>, parent: usize) {
-    let mut rng = Rng::new(s.seed ^ (parent as u64).wrapping_mul(0xA24B_AED4_963E_E407));
+    let mut rng = rng_for(s.seed ^ (parent as u64).wrapping_mul(0xA24B_AED4_963E_E407));
     let flavor = match rng.below(10) {
         0 => Flavor::Panic,
         1 => Flavor::Sleep(20 + rng.below(80) as u32),
@@ -837,7 +797,7 @@ impl Producer {
         let total_weight = table.iter().map(|(w, _)| w).sum();
         let queues = s.queues.read().unwrap().clone().expect("queues exist");
         let works = s.works.read().unwrap().clone();
-        let rng = Rng::new(s.seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let rng = rng_for(s.seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         Producer {
             s,
             p,

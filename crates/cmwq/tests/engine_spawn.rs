@@ -9,11 +9,12 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::task::{Context, Wake, Waker};
+use std::thread;
 use std::time::Duration;
 
 use cmwq::{JoinError, JoinHandle, Workqueue};
+use common::block_on;
 
 /// Counts allocations made by a thread while it says so. The count is per
 /// thread too: tests run in parallel, and one test's allocations must not
@@ -421,25 +422,6 @@ fn results_are_dropped_once_when_handles_race_their_jobs() {
     dropper.join().unwrap();
     wq.flush();
     assert_eq!(drops.load(Ordering::SeqCst), N);
-}
-
-/// A minimal executor: poll on this thread, park until woken.
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        thread::park();
-    }
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! true`. A queue cycle that is lost (by destroy, a race on PENDING, a steal
 //! that misses) or run twice breaks it.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
@@ -13,20 +15,7 @@ use std::time::Duration;
 
 use cmwq::topology::{Scope, Topology};
 use cmwq::{DelayedWork, Work, Workqueue};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use common::Rng;
 
 #[derive(Default)]
 struct Count {

@@ -1,5 +1,5 @@
-//! Thread helpers the integration tests share: where a thread runs, who it
-//! is, its nice value. The library's own syscall wrappers are private (they
+//! Helpers the integration tests share: where a thread runs, who it is, its
+//! nice value; a small random number generator; a one-thread executor. The library's own syscall wrappers are private (they
 //! are not part of its API), so the tests read `/proc` where it says enough
 //! and call libc where they must change something.
 
@@ -86,4 +86,50 @@ pub fn thread_cpu_time(tid: i32) -> Option<std::time::Duration> {
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     let ns = s.split_whitespace().next()?.parse().ok()?;
     Some(std::time::Duration::from_nanos(ns))
+}
+
+/// xorshift64*: small, fast, and good enough to pick operations. Never seed
+/// it with zero (it would stay there).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// True `pct` times in a hundred.
+    pub fn chance(&mut self, pct: usize) -> bool {
+        self.below(100) < pct
+    }
+}
+
+/// Runs one future to completion on the calling thread, parking between
+/// polls (a `JoinHandle` needs no runtime: any waker does).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::thread::{self, Thread};
+    struct Unpark(Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        thread::park();
+    }
 }
