@@ -249,7 +249,11 @@ impl<J: ?Sized> WorkCell<J> {
 
 impl WorkInner {
     /// Steals a pending cycle off whatever list holds it. True if it was pending.
+    /// Only a `Work`'s item: a one-off job's keeps PENDING after it ran, so
+    /// this would wait forever for a push that never comes (its handle's
+    /// `cancel` steals by address instead).
     pub(crate) fn grab_pending(self: &Arc<Self>) -> bool {
+        debug_assert!(!self.once, "grab_pending on a one-off job's cell");
         loop {
             if self.state.load(Ordering::SeqCst) & PENDING == 0 {
                 return false;
