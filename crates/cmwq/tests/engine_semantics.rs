@@ -1150,6 +1150,39 @@ fn unbound_pool_unmanaged_option() {
     assert!(check_block(&wq, false));
 }
 
+/// A snapshot of an unmanaged pod pool (no cap, one lane per CPU of its
+/// pod) says it has no cap. Its "cap times lanes" was computed anyway and
+/// overflowed: a panic in debug builds, for any `snapshot()` or `cmwq dump`
+/// of a process with such a pool. Needs a pod of two CPUs or more to fail.
+#[test]
+fn a_snapshot_of_an_unmanaged_pod_pool_reports_no_cap() {
+    let wq = Workqueue::builder("sem-unmanaged-snap")
+        .unbound()
+        .affinity_scope(Scope::System)
+        .unbound_concurrency(cmwq::UnboundConcurrency::Unmanaged)
+        .build()
+        .unwrap();
+    let w = Work::new(|| ());
+    assert!(wq.queue(&w));
+    w.flush();
+    let snap = cmwq::snapshot();
+    let mine = snap
+        .workqueues
+        .iter()
+        .find(|q| q.name == "sem-unmanaged-snap")
+        .expect("the queue is in the snapshot");
+    let pools: Vec<_> = snap
+        .pools
+        .iter()
+        .filter(|p| mine.pwqs.iter().any(|q| q.pool == p.id))
+        .collect();
+    assert!(!pools.is_empty());
+    for p in pools {
+        assert!(!p.managed);
+        assert_eq!(p.cap, None, "pool {}", p.id);
+    }
+}
+
 /// More concurrent flushers than flush colours (16): each flush still waits for
 /// the work its thread queued before it, and none deadlocks.
 #[test]

@@ -86,7 +86,8 @@ impl Pool {
             lane_cpu: (!a.pod.is_empty()).then(|| a.pod_cpus[0]),
             strict: a.strict,
             managed: self.managed,
-            cap: (self.cap != usize::MAX).then_some(self.cap * lanes.len()),
+            // `then`, not `then_some`: an uncapped pool's product overflows.
+            cap: (self.cap != usize::MAX).then(|| self.cap * lanes.len()),
             wake: match a.wake {
                 WakeMode::Deferred => "deferred".into(),
                 WakeMode::UnderLock => "under-lock".into(),
