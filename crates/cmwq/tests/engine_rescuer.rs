@@ -83,6 +83,22 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
             .all(|n| n.as_deref().is_some_and(|n| n.starts_with("cmwq-r/"))),
         "rescued items run on the rescuer thread"
     );
+    // A rescuer's CPU time is the workqueue's, as a worker's is: the
+    // watchdog charges it (it used to skip every slot not counted in
+    // nr_running, rescuers and guests alike).
+    let before = reclaim.stats().cpu_time_ns;
+    let burner = Work::new(|| {
+        let me = common::gettid();
+        let t0 = common::thread_cpu_time(me).unwrap();
+        while common::thread_cpu_time(me).unwrap() - t0 < Duration::from_millis(100) {
+            std::hint::spin_loop();
+        }
+    });
+    assert!(reclaim.queue(&burner));
+    burner.flush();
+    // Asserted once creation works again: a failed assert while it fails
+    // would hang the plain queue's destroy.
+    let burn_stats = reclaim.stats();
     // The plain queue has no rescuer: nothing of it ran.
     assert_eq!(ran_p.load(Ordering::SeqCst), 0);
     let failed: u64 = plain.pool_counts().iter().map(|c| c.create_failed).sum();
@@ -91,6 +107,11 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
     // Creation works again: the watchdog's retry starts a worker and the plain
     // queue's work resumes.
     cmwq::debug_fail_worker_creation(false);
+    assert_eq!(burn_stats.rescued, 41, "{burn_stats:?}");
+    assert!(
+        burn_stats.cpu_time_ns > before,
+        "the rescuer's burn was not charged: {burn_stats:?}"
+    );
     plain.flush();
     assert_eq!(ran_p.load(Ordering::SeqCst), 40);
     assert_eq!(plain.stats().rescued, 0);

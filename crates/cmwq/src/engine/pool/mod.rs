@@ -169,8 +169,9 @@ struct WorkerSlot {
     obs_seq: u64,
     /// L: ... and the thread's CPU time then.
     obs_cpu: Duration,
-    /// L: thread CPU time at the previous tick (CPU time accounting).
-    cpu_seen: Option<Duration>,
+    /// L: the thread (its id) and its CPU time at the previous tick (CPU
+    /// time accounting); a slot taken over by another thread starts over.
+    cpu_seen: Option<(i32, Duration)>,
     /// L: re-homed onto another CPU on this wakeup; charged to the next item's pwq.
     repatriated: bool,
     /// L: the lane it is homed on (pinned to that lane's CPU).

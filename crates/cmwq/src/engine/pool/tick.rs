@@ -22,6 +22,20 @@ use crate::trace;
 /// Items a rescuer runs from one pwq before it looks at the next (the kernel's batch).
 pub(crate) const RESCUE_BATCH: usize = 16;
 
+/// What a tick read of one busy slot outside the pool lock.
+struct Look {
+    /// The slot.
+    i: usize,
+    /// Its thread then.
+    tid: i32,
+    /// Its item count then (a new item since: the reading is stale).
+    seq: u64,
+    /// The thread's CPU clock.
+    cpu: Option<Duration>,
+    /// Its /proc state, when the sampler looked.
+    state: Option<char>,
+}
+
 impl Pool {
     /// One watchdog tick over this pool: CPU time accounting, the CPU-intensive
     /// check, the /proc sampler, worker creation retries and mayday. Returns
@@ -29,14 +43,17 @@ impl Pool {
     pub(crate) fn tick(&'static self, thresh: Duration, now: Instant) -> bool {
         // Who runs what, under the lock; the reads of /proc and CPU clocks are
         // syscalls and happen outside it.
+        // A rescuer or a guest runs the workqueue's items too: its CPU time
+        // is charged like a worker's, but it is never sampled or marked (it
+        // does not count in `nr_running`).
         let (busy, stalled) = {
             let mut g = self.lock();
-            let busy: Vec<(usize, i32, u64, u8)> = g
+            let busy: Vec<(usize, i32, u64, u8, bool)> = g
                 .workers
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| w.current.is_some() && w.tid != 0 && !w.state.borrowed())
-                .map(|(i, w)| (i, w.tid, w.seq, w.blocked))
+                .filter(|(_, w)| w.current.is_some() && w.tid != 0)
+                .map(|(i, w)| (i, w.tid, w.seq, w.blocked, w.state.borrowed()))
                 .collect();
             // No item completed since the last tick while work waits: look at
             // what the counted workers are doing.
@@ -44,33 +61,51 @@ impl Pool {
             g.tick_progress = g.progress;
             (busy, stalled)
         };
-        let looks: Vec<(usize, u64, Option<Duration>, Option<char>)> = busy
+        let looks: Vec<Look> = busy
             .iter()
-            .map(|&(i, tid, seq, blocked)| {
-                let look =
-                    self.managed && (blocked & BLOCKED_SAMPLED != 0 || (stalled && blocked == 0));
-                let state = if look { sched::thread_state(tid) } else { None };
-                (i, seq, sched::thread_cpu_time(tid), state)
+            .map(|&(i, tid, seq, blocked, borrowed)| {
+                let look = self.managed
+                    && !borrowed
+                    && (blocked & BLOCKED_SAMPLED != 0 || (stalled && blocked == 0));
+                Look {
+                    i,
+                    tid,
+                    seq,
+                    cpu: sched::thread_cpu_time(tid),
+                    state: if look { sched::thread_state(tid) } else { None },
+                }
             })
             .collect();
         let mut g = self.lock();
         let mut wake = Vec::new();
-        for (i, seq, cpu, state) in looks {
-            if g.workers[i].seq != seq
-                || g.workers[i].current.is_none()
-                || g.workers[i].state.borrowed()
+        for Look {
+            i,
+            tid,
+            seq,
+            cpu,
+            state,
+        } in looks
+        {
+            if g.workers[i].seq != seq || g.workers[i].current.is_none() || g.workers[i].tid != tid
             {
-                // Moved on to another item meanwhile, or the slot now holds a
-                // rescuer (never counted in nr_running).
+                // Moved on to another item meanwhile, or another thread
+                // holds the slot now.
                 continue;
             }
             let slot = g.workers[i].current_pwq as usize;
+            let borrowed = g.workers[i].state.borrowed();
             let mut kick = false;
             if let Some(cpu) = cpu {
-                if let Some(prev) = g.workers[i].cpu_seen.replace(cpu) {
+                // The clock of the thread seen last time, not of a thread
+                // that held the slot before it.
+                if let Some((t, prev)) = g.workers[i].cpu_seen.replace((tid, cpu))
+                    && t == tid
+                {
                     g.pwqs[slot].stats.cpu_time_ns += cpu.saturating_sub(prev).as_nanos() as u64;
                 }
-                if g.workers[i].obs_seq != seq {
+                if borrowed {
+                    // Never counted in nr_running: nothing to mark.
+                } else if g.workers[i].obs_seq != seq {
                     g.workers[i].obs_seq = seq;
                     g.workers[i].obs_cpu = cpu;
                 } else if self.managed
@@ -84,6 +119,7 @@ impl Pool {
                 }
             }
             match state {
+                _ if borrowed => {}
                 Some('S' | 'D') if g.workers[i].blocked == 0 => {
                     g.mark_out(i, BLOCKED_SAMPLED, true);
                     g.pwqs[slot].stats.sampled += 1;
