@@ -2,7 +2,7 @@
 //! cmwq: the Linux kernel's concurrency-managed workqueue, in user space.
 //!
 //! A [`Work`] is a callback with the kernel's state word: queueing it while it is
-//! pending returns false, it never runs on two workers at once, and it can be
+//! pending returns false, it never runs on two workers of its workqueue at once, and it can be
 //! flushed, cancelled (synchronously too), disabled and re-enabled. A
 //! [`Workqueue`] maps work onto shared worker pools: one per CPU and priority for
 //! bound queues, one per pod of an affinity scope for unbound queues, with pods

@@ -115,14 +115,7 @@ fn cpumask_without_online_cpu() {
         .cpumask(&[1, 99])
         .build()
         .unwrap();
-    let n = Arc::new(AtomicUsize::new(0));
-    let n2 = n.clone();
-    let w = Work::new(move || {
-        n2.fetch_add(1, Ordering::SeqCst);
-    });
-    assert!(wq.queue(&w));
-    w.flush();
-    assert_eq!(n.load(Ordering::SeqCst), 1);
+    let w = runs_once_on(&wq);
     assert!(matches!(
         wq.queue_on(99, &w),
         Err(Error::OfflineCpu { cpu: 99 })
@@ -353,4 +346,31 @@ fn a_cache_shard_of_zero_cores_is_refused_everywhere() {
         wq.attrs().cache_shard_size,
         cmwq::topology::DEFAULT_CACHE_SHARD_SIZE
     );
+}
+
+#[test]
+fn a_rescuer_queue_may_have_a_nul_in_its_name() {
+    let _s = serial();
+    // The rescuer's thread is named after the queue, and a thread name
+    // cannot hold a NUL byte: the byte is left out of the thread's name.
+    let wq = Workqueue::builder("nul\0name")
+        .unbound()
+        .mem_reclaim()
+        .build()
+        .expect("a name is a label: any string builds");
+    assert_eq!(wq.name(), "nul\0name");
+    runs_once_on(&wq);
+}
+
+/// Queues a counting item on `wq`, checks that it ran once, and returns it.
+fn runs_once_on(wq: &Workqueue) -> Work {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let w = Work::new(move || {
+        n2.fetch_add(1, Ordering::SeqCst);
+    });
+    assert!(wq.queue(&w));
+    w.flush();
+    assert_eq!(n.load(Ordering::SeqCst), 1);
+    w
 }

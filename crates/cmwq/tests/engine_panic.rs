@@ -1,8 +1,12 @@
 //! Nothing a work item does to the reporting path freezes a pool (issue 15):
 //! a panic hook that panics, a closed stderr, a worker thread that dies
 //! outside every `catch_unwind`; and a self-wait (an item flushing or
-//! cancelling itself or its own queue) panics with the call and the queue
-//! instead of hanging.
+//! cancelling itself or its own queue, from the item or from the panic
+//! handler that reports it) panics with the call and the queue instead of
+//! hanging. Nor does a finished item's destructor: what a `Work`'s closure
+//! captured is dropped on the worker when the worker holds the last handle,
+//! and it may call back into cmwq (queue work, announce blocking, drop the
+//! last handle of a workqueue) or panic.
 //!
 //! The panic hook is process-wide, so the tests here run one at a time. A
 //! broken engine would hang rather than fail, so every wait goes through
@@ -172,7 +176,7 @@ fn a_worker_that_dies_is_replaced_and_its_item_completes() {
 /// message its panic reported.
 fn self_wait(name: &str, ordered: bool, call: fn(&Workqueue, &Work)) -> String {
     capture_panics();
-    let mut b = Workqueue::builder(name).unbound().nice(10);
+    let mut b = Workqueue::builder(name).unbound().nice(10).freezable();
     if ordered {
         b = b.ordered();
     }
@@ -197,7 +201,7 @@ fn self_wait(name: &str, ordered: bool, call: fn(&Workqueue, &Work)) -> String {
 fn self_waits_panic_with_the_call_and_the_queue() {
     let _s = serial();
     type Call = fn(&Workqueue, &Work);
-    let cases: [(&str, bool, Call, &str); 6] = [
+    let cases: [(&str, bool, Call, &str); 7] = [
         (
             "sw_flush",
             false,
@@ -225,6 +229,14 @@ fn self_waits_panic_with_the_call_and_the_queue() {
         ("sw_wq_flush", false, |q, _| q.flush(), "Workqueue::flush"),
         ("sw_wq_drain", false, |q, _| q.drain(), "Workqueue::drain"),
         ("sw_ordered", true, |q, _| q.flush(), "Workqueue::flush"),
+        (
+            "sw_freeze",
+            false,
+            |q, _| {
+                let _ = q.freeze();
+            },
+            "Workqueue::freeze",
+        ),
     ];
     for (name, ordered, call, what) in cases {
         let msg = self_wait(name, ordered, call);
@@ -295,4 +307,245 @@ fn mod_delayed_on_a_draining_queue_returns() {
     assert!(!dw.is_pending(), "refused, not left pending");
     gate.wait();
     drainer.join().unwrap();
+}
+
+/// A queue whose panic handler runs `call` on the queue and on the item that
+/// panicked, under `catch_unwind`; returns whether `call` panicked (was
+/// refused) and that the queue still flushes afterwards.
+fn handler_wait(name: &str, call: fn(&Workqueue, &Work)) -> bool {
+    type Shared = Arc<Mutex<Option<(Workqueue, Work)>>>;
+    let shared: Shared = Arc::new(Mutex::new(None));
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let s2 = shared.clone();
+    let wq = Workqueue::builder(name)
+        .unbound()
+        .panic_handler(move |_| {
+            let (q, w) = s2.lock().unwrap().clone().expect("set before queueing");
+            let refused =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&q, &w))).is_err();
+            tx.lock().unwrap().send(refused).unwrap();
+        })
+        .build()
+        .unwrap();
+    let w = Work::new(|| panic!("handler_wait"));
+    *shared.lock().unwrap() = Some((wq.clone(), w.clone()));
+    let wq2 = wq.clone();
+    let refused = within(name, move || {
+        assert!(wq2.queue(&w));
+        let refused = rx.recv().unwrap();
+        // The item completed: the queue is not stuck behind it.
+        w.flush();
+        wq2.flush();
+        refused
+    });
+    // Break the cycle through the handler so the queue goes.
+    shared.lock().unwrap().take();
+    refused
+}
+
+#[test]
+fn a_panic_handler_may_not_wait_for_its_item_or_its_queue() {
+    let _s = serial();
+    capture_panics();
+    type Call = fn(&Workqueue, &Work);
+    let cases: [(&str, Call); 4] = [
+        ("ph_flush", |q, _| q.flush()),
+        ("ph_drain", |q, _| q.drain()),
+        ("ph_work_flush", |_, w| {
+            let _ = w.flush();
+        }),
+        ("ph_cancel_sync", |_, w| {
+            let _ = w.cancel_sync();
+        }),
+    ];
+    for (name, call) in cases {
+        assert!(handler_wait(name, call), "{name}: the wait was not refused");
+    }
+    // A wait on another queue is allowed from the handler.
+    let other = Workqueue::builder("ph_other").unbound().build().unwrap();
+    let (o2, n) = (other.clone(), Arc::new(AtomicUsize::new(0)));
+    let n2 = n.clone();
+    let before = n.load(Ordering::SeqCst);
+    let w = Work::new(move || {
+        n2.fetch_add(1, Ordering::SeqCst);
+    });
+    let probe = Workqueue::builder("ph_probe")
+        .unbound()
+        .panic_handler(move |_| {
+            o2.queue(&w);
+            o2.flush();
+        })
+        .build()
+        .unwrap();
+    let p = Work::new(|| panic!("probe"));
+    within("ph_probe", move || {
+        assert!(probe.queue(&p));
+        p.flush();
+    });
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        before + 1,
+        "flushed from the handler"
+    );
+}
+
+#[test]
+fn a_panic_handler_may_drop_the_last_handle_of_its_queue() {
+    let _s = serial();
+    capture_panics();
+    let slot: Arc<Mutex<Option<Workqueue>>> = Arc::new(Mutex::new(None));
+    let s2 = slot.clone();
+    let wq = Workqueue::builder("ph_last_handle")
+        .unbound()
+        .panic_handler(move |_| drop(s2.lock().unwrap().take()))
+        .build()
+        .unwrap();
+    let (n, later) = counting();
+    let w = Work::new(|| panic!("drop my queue"));
+    // Only the slot holds the queue once this scope ends.
+    let w2 = w.clone();
+    let l2 = later.clone();
+    *slot.lock().unwrap() = Some(wq);
+    {
+        let g = slot.lock().unwrap();
+        let q = g.as_ref().unwrap();
+        assert!(q.queue(&l2));
+        assert!(q.queue(&w2));
+    }
+    within("the queue's destroy", move || {
+        w.flush();
+        later.flush();
+        while cmwq::workqueue_names()
+            .iter()
+            .any(|n| n == "ph_last_handle")
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    assert!(
+        slot.lock().unwrap().is_none(),
+        "the handler took the handle"
+    );
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        1,
+        "queued work ran before the destroy"
+    );
+}
+
+/// Calls `on_drop` when dropped.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// Queues a `Work` that captures `guard` and whose run waits for the go
+/// this returns, and drops the caller's handle: once it runs, the worker
+/// holds the item's last handle, and the guard is dropped on the worker
+/// after the run.
+fn run_holding_the_last_handle<G: Send + Sync + 'static>(
+    wq: &Workqueue,
+    guard: G,
+) -> mpsc::Sender<()> {
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let w = Work::new(move || {
+        let _ = &guard;
+        let _ = go_rx.lock().unwrap().recv();
+    });
+    assert!(wq.queue(&w));
+    drop(w);
+    go_tx
+}
+
+#[test]
+fn a_finished_items_destructor_may_queue_work_and_announce_blocking() {
+    let _s = serial();
+    for (name, bound) in [("dtor_bound", true), ("dtor_unbound", false)] {
+        let b = Workqueue::builder(name);
+        let wq = if bound { b } else { b.unbound() }.build().unwrap();
+        // A bound queue shares its per-CPU pools with every bound queue.
+        let other = Workqueue::builder("dtor_other").build().unwrap();
+        let (tx, rx) = mpsc::channel::<&'static str>();
+        let (q1, q2, tx1, tx2) = (wq.clone(), other.clone(), tx.clone(), tx);
+        let guard = Mutex::new((q1, q2, tx1, tx2));
+        let guard = OnDrop(move || {
+            let g = guard.lock().unwrap();
+            let (q1, q2, tx1, tx2) = (&g.0, &g.1, g.2.clone(), g.3.clone());
+            cmwq::blocking(|| {});
+            q1.execute(move || tx1.send("same queue").unwrap());
+            q2.execute(move || tx2.send("other queue").unwrap());
+        });
+        let wq2 = wq.clone();
+        within(name, move || {
+            let go = run_holding_the_last_handle(&wq2, Mutex::new(guard));
+            go.send(()).unwrap();
+            let mut got = [rx.recv().unwrap(), rx.recv().unwrap()];
+            got.sort();
+            assert_eq!(got, ["other queue", "same queue"]);
+            wq2.flush();
+        });
+    }
+}
+
+#[test]
+fn a_finished_items_destructor_may_drop_the_last_handle_of_its_queue() {
+    let _s = serial();
+    let wq = Workqueue::builder("dtor_last_handle").build().unwrap();
+    let (n, other_item) = counting();
+    assert!(wq.queue(&other_item));
+    let holder = Mutex::new(Some(wq.clone()));
+    let wq2 = wq.clone();
+    drop(wq);
+    within("the queue's destroy", move || {
+        let go = run_holding_the_last_handle(&wq2, holder);
+        // The test's own handle goes first: the guard's is the last.
+        drop(wq2);
+        go.send(()).unwrap();
+        while cmwq::workqueue_names()
+            .iter()
+            .any(|n| n == "dtor_last_handle")
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    assert_eq!(n.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_finished_items_destructor_that_panics_is_reported_and_the_worker_lives() {
+    let _s = serial();
+    capture_panics();
+    let wq = Workqueue::builder("dtor_panics").unbound().build().unwrap();
+    let wq2 = wq.clone();
+    within("dtor_panics", move || {
+        let go = run_holding_the_last_handle(&wq2, Mutex::new(OnDrop(|| panic!("dtor boom"))));
+        go.send(()).unwrap();
+        // The destructor runs after the item, outside the pool's lock: wait
+        // for its report.
+        while !captured()
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, m)| m.contains("dtor boom"))
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (n, w) = counting();
+        assert!(wq2.queue(&w));
+        w.flush();
+        assert_eq!(n.load(Ordering::SeqCst), 1, "the pool still runs work");
+    });
+    let lost: u64 = wq.pool_counts().iter().map(|c| c.workers_lost).sum();
+    assert_eq!(lost, 0, "no worker died of it");
+    let log = captured().lock().unwrap();
+    let (q, _) = log.iter().find(|(_, m)| m.contains("dtor boom")).unwrap();
+    assert!(
+        q.contains("destructor"),
+        "reported as a destructor's: {q:?}"
+    );
 }

@@ -149,7 +149,9 @@ const DONE: u8 = 2;
 ///
 /// Why nothing is lost or dropped twice: both bits live in one word, so the
 /// two read-modify-writes are ordered, and exactly one of them sees the other
-/// bit set. The job's early look (a load) only skips the store when the
+/// bit set. Each side sets only its own bit, once, so the read-modify-write
+/// is an add (one `lock xadd` on x86, where an OR whose old value is used
+/// becomes a compare-and-swap loop). The job's early look (a load) only skips the store when the
 /// handle's bit is already set, so the handle returned without touching the
 /// slot. The orderings are `AcqRel`: the side that drops takes the slot's
 /// lock after its read-modify-write, which orders the result's accesses.
@@ -195,7 +197,9 @@ impl Handoff {
     /// drops its result when it comes.
     #[inline]
     pub(crate) fn detach<U>(&self, take: impl FnOnce() -> U) -> bool {
-        if self.0.fetch_or(DETACHED, Ordering::AcqRel) & DONE == 0 {
+        let prev = self.0.fetch_add(DETACHED, Ordering::AcqRel);
+        debug_assert_eq!(prev & DETACHED, 0, "a handle detaches once");
+        if prev & DONE == 0 {
             return false;
         }
         drop(take());
@@ -211,7 +215,9 @@ impl Handoff {
     /// The job, after storing its result: the handle went meanwhile.
     #[inline]
     fn stored(&self) -> bool {
-        self.0.fetch_or(DONE, Ordering::AcqRel) & DETACHED != 0
+        let prev = self.0.fetch_add(DONE, Ordering::AcqRel);
+        debug_assert_eq!(prev & DONE, 0, "a job stores its result once");
+        prev & DETACHED != 0
     }
 }
 
@@ -488,11 +494,11 @@ impl Ring {
     /// and it was made for `J`; else a new one, which takes the slot (the old
     /// cell lives on with whoever still holds it, and is returned to be
     /// dropped once the ring is released).
-    fn cell_for<J: Job>(&mut self, job: J) -> (Arc<WorkCell<J>>, Option<Spare>) {
+    fn cell_for<J: Job>(&mut self, job: impl FnOnce() -> J) -> (Arc<WorkCell<J>>, Option<Spare>) {
         let i = self.next;
         self.next = (i + 1) % SPARE_CELLS;
         let Some(slot) = self.cells.get_mut(i) else {
-            let cell = Arc::new(WorkCell::new_claimed(job));
+            let cell = Arc::new(WorkCell::new_claimed(job()));
             self.cells.push(Some(cell.clone()));
             return (cell, None);
         };
@@ -502,7 +508,7 @@ impl Ring {
                 // `get_mut` is `Some` only for a unique `Arc` (no weak ones
                 // exist), and orders the last holder's drop before the reset.
                 if let Some(cell) = Arc::get_mut(&mut typed) {
-                    cell.reset_claimed(job);
+                    cell.reset_claimed(job());
                     *slot = Some(typed.clone());
                     return (typed, None);
                 }
@@ -511,16 +517,17 @@ impl Ring {
             Some(Err(other)) => Some(other),
             None => None,
         };
-        let cell = Arc::new(WorkCell::new_claimed(job));
+        let cell = Arc::new(WorkCell::new_claimed(job()));
         *slot = Some(cell.clone());
         (cell, old)
     }
 }
 
-/// A fresh cell running `job`, its only queue cycle claimed: a spare one of
-/// this thread when there is one, else a new allocation (see
-/// [`Ring::cell_for`]).
-fn cell_for<J: Job>(job: J) -> Arc<WorkCell<J>> {
+/// A fresh cell running what `job` makes, its only queue cycle claimed: a
+/// spare one of this thread when there is one, else a new allocation (see
+/// [`Ring::cell_for`]). The job is made where it is stored, not moved there
+/// through every call.
+fn cell_for<J: Job>(job: impl FnOnce() -> J) -> Arc<WorkCell<J>> {
     let mut job = Some(job);
     let made = SPARE
         .try_with(|ring| {
@@ -536,7 +543,7 @@ fn cell_for<J: Job>(job: J) -> Arc<WorkCell<J>> {
             drop(replaced);
             cell
         }
-        None => Arc::new(WorkCell::new_claimed(job.take().expect("not taken"))),
+        None => Arc::new(WorkCell::new_claimed(job.take().expect("not taken")())),
     }
 }
 
@@ -568,7 +575,7 @@ impl<F: FnOnce() + Send + 'static> Job for Detached<F> {
 /// A handle-less job's item (at most one allocation), its one queue cycle
 /// claimed, for the queue to take.
 pub(crate) fn detached<F: FnOnce() + Send + 'static>(f: F) -> Arc<WorkInner> {
-    cell_for(Detached {
+    cell_for(|| Detached {
         f: Mutex::new(Some(f)),
     })
 }
@@ -581,7 +588,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let cell = cell_for(Spawned {
+    let cell = cell_for(|| Spawned {
         inner: Mutex::new(Slot {
             state: State::Ready(f),
             waker: None,

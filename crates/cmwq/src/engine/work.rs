@@ -273,8 +273,16 @@ impl WorkInner {
 /// A work item: a callback that a [`Workqueue`](crate::Workqueue) runs on one of its workers.
 ///
 /// Cloning a `Work` gives another handle to the same item. As in the kernel:
-/// queueing an item that is already pending returns false; an item never runs
-/// on two workers at once; a running item may be queued again.
+/// queueing an item that is already pending returns false; an item queued on
+/// one workqueue never runs on two workers at once; a running item may be
+/// queued again. Queued on two workqueues, it may run on both at once (the
+/// kernel gives the same guarantee, per workqueue).
+///
+/// The closure lives as long as the item's last handle. When a worker holds
+/// that last handle (the item was queued and every `Work` dropped), the
+/// closure and what it captured are dropped on the worker after its run,
+/// with no lock of cmwq's held: a destructor may queue work or drop a
+/// [`Workqueue`](crate::Workqueue).
 ///
 /// ```
 /// use cmwq::{Work, Workqueue};

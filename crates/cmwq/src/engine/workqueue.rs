@@ -722,7 +722,9 @@ impl WorkqueueBuilder {
     pub fn freezable(self) -> Self {
         self.flags(WqFlags::FREEZABLE)
     }
-    /// `max_active`: 1..=[`MAX_ACTIVE`]; default [`DFL_ACTIVE`].
+    /// `max_active`: 1..=[`MAX_ACTIVE`]; default [`DFL_ACTIVE`]. Items that
+    /// wait for later items of their own queue can use up every slot and
+    /// wait forever (see [`ordered`](Self::ordered)).
     ///
     /// ```
     /// use cmwq::{Error, Workqueue};
@@ -737,6 +739,13 @@ impl WorkqueueBuilder {
     }
     /// An ordered workqueue (`alloc_ordered_workqueue`): unbound, one item at a
     /// time, in queueing order.
+    ///
+    /// An item that waits for a later item of its own ordered queue (a
+    /// `join` of a job it spawned there, a `flush` of a `Work` it queued
+    /// there) waits forever: the later item starts only after it ends. The
+    /// kernel deadlocks the same way; the same holds for `max_active(n)` once
+    /// `n` items wait so. Waits on the item itself and on its whole queue are
+    /// refused with a panic instead.
     ///
     /// ```
     /// use cmwq::{Work, Workqueue};
@@ -873,6 +882,14 @@ impl WorkqueueBuilder {
     /// the process-wide [`set_panic_hook`]. The worker survives either way; a
     /// handler that panics itself is caught too ([`panic_reports_failed`]).
     /// Jobs from [`Workqueue::spawn`] hand their panics to their handle.
+    ///
+    /// The handler runs on the worker, as the end of the item that panicked:
+    /// what the item may not wait for, the handler may not either. A
+    /// [`flush`](Workqueue::flush), [`drain`](Workqueue::drain) or
+    /// [`freeze`](Workqueue::freeze) of this queue, or a `flush` or
+    /// `cancel_sync` of the item, panics (the panic is caught and counted,
+    /// and the message goes to stderr); dropping the queue's last handle
+    /// destroys it on another thread, as from an item.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -1228,8 +1245,10 @@ impl WqInner {
             return Ok(());
         };
         let weak = Arc::downgrade(self);
+        // A thread name cannot hold a NUL byte (a workqueue name may).
         let name: String = format!("cmwq-r/{}", self.name)
             .chars()
+            .filter(|&c| c != '\0')
             .take(TASK_COMM_LEN - 1)
             .collect();
         let h = std::thread::Builder::new()
@@ -1723,12 +1742,18 @@ impl Workqueue {
 
     /// Stops activating new items (`FREEZABLE` only) and waits for the running
     /// ones to finish; queued items wait, in order, until [`thaw`](Self::thaw).
+    ///
+    /// # Panics
+    ///
+    /// When called from a work item of this workqueue, which would wait for
+    /// itself (before anything is frozen).
     pub fn freeze(&self) -> Result<(), Error> {
         if !self.inner.flags.contains(WqFlags::FREEZABLE) {
             return Err(Error::NotFreezable {
                 name: self.inner.name.clone(),
             });
         }
+        self.refuse_self_wait("Workqueue::freeze");
         self.inner.frozen.store(true, Ordering::Relaxed);
         // Freezing is rare: poll the pwqs until nothing is active.
         while self
@@ -2051,6 +2076,11 @@ static PANIC_HOOK: RwLock<Option<PanicHook>> = RwLock::new(None);
 /// The default prints a line to stderr. The worker survives either way: a
 /// hook that panics itself, a write to a closed stderr or a payload whose
 /// `Drop` panics is caught too (and counted, see [`panic_reports_failed`]).
+/// The hook runs on the worker as the end of the item that panicked, so the
+/// waits refused to that item are refused to it (see
+/// [`WorkqueueBuilder::panic_handler`]). It also hears of a panic in the
+/// destructor of a finished item (what a [`Work`](crate::Work)'s closure
+/// captured), which the worker drops outside its pool's lock.
 ///
 /// ```
 /// cmwq::set_panic_hook(|wq, msg| eprintln!("[{wq}] {msg}"));

@@ -251,7 +251,9 @@ impl<T: Send + 'static> PerCpu<T> {
 
     /// Drains `cpu`'s slot with `f` and returns what `f` returned. `Local`: `f`
     /// runs as a work item on `cpu`'s bound pool, and the call waits for it;
-    /// `Qpw`: `f` runs here, under the slot's lock.
+    /// `Qpw`: `f` runs here, under the slot's lock. Either way the slot is
+    /// locked while `f` runs: `f` must not call into this `PerCpu` again
+    /// (a `drain_all` from `f` waits for the slot `f` holds, forever).
     pub fn drain_on<R, F>(&self, cpu: usize, f: F) -> Result<R, PercpuError>
     where
         R: Send + 'static,
@@ -273,7 +275,8 @@ impl<T: Send + 'static> PerCpu<T> {
     /// Drains every slot with `f(cpu, slot)` and returns the results in CPU
     /// order. `Local`: one work item per CPU, all queued, then all flushed, so
     /// the CPUs drain in parallel (`schedule_on_each_cpu`); `Qpw`: the caller
-    /// drains them one after the other, each under its lock.
+    /// drains them one after the other, each under its lock. As with
+    /// [`drain_on`](Self::drain_on), `f` must not call into this `PerCpu`.
     pub fn drain_all<R, F>(&self, f: F) -> Result<Vec<R>, PercpuError>
     where
         R: Send + 'static,

@@ -151,8 +151,14 @@ struct WorkerSlot {
     thread: Option<Thread>,
     /// L: where it is in its life.
     state: WState,
-    /// L: the busy table: what this worker executes now.
-    current: Option<Arc<WorkInner>>,
+    /// L: the busy table: the address of the item this worker executes now
+    /// (0: none). The worker holds the item itself (see `Running` in
+    /// `worker.rs`) until after it clears this, so the address cannot be
+    /// reused by another item while it is listed here.
+    current: usize,
+    /// L: the item of a worker that unwound while running it (`current`),
+    /// handed over by its `Running` guard for the exit path to complete.
+    orphan: Option<Arc<WorkInner>>,
     /// L: the pwq slot of `current`.
     current_pwq: u32,
     /// L: the flush colour of `current`.
@@ -187,7 +193,8 @@ impl WorkerSlot {
         WorkerSlot {
             thread: None,
             state: WState::Exited,
-            current: None,
+            current: 0,
+            orphan: None,
             current_pwq: 0,
             current_color: 0,
             scheduled: VecDeque::new(),
@@ -591,9 +598,8 @@ impl PoolInner {
 
     /// The worker that executes `work` now, if any (the busy table).
     fn find_executing(&self, work: &Arc<WorkInner>) -> Option<usize> {
-        self.workers
-            .iter()
-            .position(|w| w.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, work)))
+        let a = crate::engine::work::addr(work);
+        self.workers.iter().position(|w| w.current == a)
     }
 
     /// Whether a pwq may activate one more item now.

@@ -52,7 +52,7 @@ impl Pool {
                 .workers
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| w.current.is_some() && w.tid != 0)
+                .filter(|(_, w)| w.current != 0 && w.tid != 0)
                 .map(|(i, w)| (i, w.tid, w.seq, w.blocked, w.state.borrowed()))
                 .collect();
             // No item completed since the last tick while work waits: look at
@@ -86,8 +86,7 @@ impl Pool {
             state,
         } in looks
         {
-            if g.workers[i].seq != seq || g.workers[i].current.is_none() || g.workers[i].tid != tid
-            {
+            if g.workers[i].seq != seq || g.workers[i].current == 0 || g.workers[i].tid != tid {
                 // Moved on to another item meanwhile, or another thread
                 // holds the slot now.
                 continue;
@@ -274,7 +273,7 @@ impl BlockingGuard {
         };
         let mut g = pool.lock();
         if g.workers[me].blocked & BLOCKED_ANNOTATED != 0
-            || g.workers[me].current.is_none()
+            || g.workers[me].current == 0
             || g.workers[me].state.borrowed()
         {
             return BlockingGuard { slot: None };

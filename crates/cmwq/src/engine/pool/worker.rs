@@ -92,7 +92,7 @@ impl Pool {
     ) -> (MutexGuard<'a, PoolInner>, usize) {
         let idx = Self::attach_borrowed(&mut g, state);
         let guard = BorrowedExit { pool: self, idx };
-        let mut cache = None;
+        let mut spent = Spent::default();
         let mut ran = 0;
         loop {
             let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
@@ -109,12 +109,14 @@ impl Pool {
                 continue;
             }
             started(&mut g);
-            g = process_one_work(self, idx, g, item, &mut cache, false);
+            g = process_one_work(self, idx, g, item, &mut spent, false);
             ran += 1;
         }
         std::mem::forget(guard);
         Self::detach_borrowed(&mut g, idx);
-        (g, ran)
+        // The queue reference goes too: this thread keeps nothing here.
+        spent.stale = spent.cache.take();
+        (spent.release_unlocked(self, g), ran)
     }
 }
 
@@ -135,7 +137,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     if !inherit && pool.attrs.prio.apply().is_err() {
         pool.prio_failed.fetch_add(1, Ordering::Relaxed);
     }
-    let mut wq_cache: Option<Arc<WqInner>> = None;
+    let mut spent = Spent::default();
     let mut exit = WorkerExit {
         pool,
         me,
@@ -230,7 +232,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 g.workers[other].scheduled.push_back(item);
                 continue;
             }
-            g = process_one_work(pool, me, g, item, &mut wq_cache, true);
+            g = process_one_work(pool, me, g, item, &mut spent, true);
         }
         g.workers[me].last_start = None;
         if pool.managed {
@@ -239,6 +241,9 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         g.lanes[h].worker_left();
         watchdog::busy_exit();
         exit.busy = false;
+        // Before it can be picked to wake: a destructor that waits for work
+        // of this pool must not wait for this very thread.
+        g = spent.release_unlocked(pool, g);
     }
 }
 
@@ -340,8 +345,8 @@ impl Pool {
     /// on their lanes, with a worker kicked for them.
     fn abandon_slot(&self, g: &mut PoolInner, idx: usize) -> (Option<Arc<WorkInner>>, Post) {
         let mut post = Post::default();
-        let unfinished = g.workers[idx].current.take();
-        if unfinished.is_some() {
+        let unfinished = g.workers[idx].orphan.take();
+        if std::mem::take(&mut g.workers[idx].current) != 0 {
             let slot = g.workers[idx].current_pwq;
             let color = g.workers[idx].current_color;
             let st = &mut g.pwqs[slot as usize].stats;
@@ -362,6 +367,107 @@ impl Pool {
     }
 }
 
+/// What a thread that runs items lets go of with the pool's lock held, kept
+/// until the lock is released: the item it just finished and a workqueue
+/// reference it no longer needs. Either may be the last reference, and then
+/// its drop runs the user's destructors (what a `Work`'s closure captured, a
+/// panic handler), which may call into cmwq: queue work on this pool, drop
+/// the last handle of a workqueue, wait. Under the lock that would deadlock
+/// on the pool, and stall the watchdog and every caller after it.
+///
+/// [`release`](Self::release) drops them; it runs wherever the thread gives
+/// up the lock: before the next item runs (in [`process_one_work`], as part
+/// of that item), when a worker's busy section ends, and when a borrowed
+/// slot is given back. The `cache` is kept across items (one reference
+/// count operation per change of workqueue, not per item).
+#[derive(Default)]
+pub(super) struct Spent {
+    /// The queue of the last item run, kept for the next one.
+    cache: Option<Arc<WqInner>>,
+    /// A queue reference the cache let go of.
+    stale: Option<Arc<WqInner>>,
+    /// The last item run.
+    work: Option<Arc<WorkInner>>,
+}
+
+impl Spent {
+    /// Whether something waits to be dropped.
+    fn holds(&self) -> bool {
+        self.work.is_some() || self.stale.is_some()
+    }
+
+    /// Drops what waits, with no lock held. A destructor that panics is
+    /// reported (to the process-wide hook) and does not unwind the thread.
+    #[inline]
+    fn release(&mut self) {
+        if let Some(work) = self.work.take() {
+            guarded_drop(work);
+        }
+        if let Some(wq) = self.stale.take() {
+            guarded_drop(wq);
+        }
+    }
+
+    /// Gives the lock up to [`release`](Self::release), if anything waits.
+    fn release_unlocked<'a>(
+        &mut self,
+        pool: &'static Pool,
+        g: MutexGuard<'a, PoolInner>,
+    ) -> MutexGuard<'a, PoolInner> {
+        if !self.holds() {
+            return g;
+        }
+        drop(g);
+        self.release();
+        pool.lock()
+    }
+}
+
+/// Drops `v`; a panic in its destructor is reported, not propagated.
+#[inline]
+fn guarded_drop<T>(v: T) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+        report_drop_panic(payload);
+    }
+}
+
+#[cold]
+fn report_drop_panic(payload: Box<dyn std::any::Any + Send>) {
+    crate::engine::workqueue::report_panic("(a finished item's destructor)", payload);
+}
+
+/// The item a worker runs, held by the worker itself while the pool's lock
+/// is released: the busy table lists only its address, which saves a
+/// reference count's increment and decrement (two locked instructions) per
+/// item. If the thread unwinds while running it, the guard hands the item to
+/// the worker's slot (`orphan`), where the exit path (`abandon_slot`) finds
+/// it to end its cycle; the slot still lists it, so its address stays taken.
+struct Running {
+    pool: &'static Pool,
+    me: usize,
+    work: Option<Arc<WorkInner>>,
+}
+
+impl Running {
+    /// The item back, after a normal return from its run.
+    fn disarm(mut self) -> Arc<WorkInner> {
+        let work = self.work.take().expect("held while running");
+        // Nothing is left for the destructor to do: skip its call (once per
+        // item).
+        std::mem::forget(self);
+        work
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Only an unwinding worker gets here with the item (see `disarm`).
+        if let Some(work) = self.work.take() {
+            self.pool.lock().workers[self.me].orphan = Some(work);
+        }
+    }
+}
+
 /// Runs one item on worker `me` (a rescuer when `counted` is false: it never
 /// counts in `nr_running`).
 fn process_one_work<'a>(
@@ -369,7 +475,7 @@ fn process_one_work<'a>(
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
     item: Item,
-    cache: &mut Option<Arc<WqInner>>,
+    spent: &mut Spent,
     counted: bool,
 ) -> MutexGuard<'a, PoolInner> {
     // One borrow of each slot the item touches: every index is checked once.
@@ -378,23 +484,36 @@ fn process_one_work<'a>(
     let w = &mut inner.workers[me];
     let wq = {
         let cur = p.wq.as_ref().expect("live pwq");
-        match cache.take() {
+        match spent.cache.take() {
             Some(c) if Arc::ptr_eq(&c, cur) => c,
-            _ => cur.clone(),
+            other => {
+                // The previous item's queue may be gone but for this
+                // reference: let go of it with the lock released.
+                debug_assert!(spent.stale.is_none(), "released at every unlock");
+                spent.stale = other;
+                cur.clone()
+            }
         }
     };
     p.stats.started += 1;
     if std::mem::take(&mut w.repatriated) {
         p.stats.repatriated += 1;
     }
-    w.current = Some(item.work.clone());
+    let addr = crate::engine::work::addr(&item.work);
+    w.current = addr;
     w.current_pwq = item.pwq;
     w.current_color = item.color;
     w.seq += 1;
     let (lane, prev) = (w.lane, w.last_start);
+    let running = Running {
+        pool,
+        me,
+        work: Some(item.work),
+    };
+    let work = running.work.as_ref().expect("held while running");
     // A one-off job is never queued again, so nothing reads its PENDING bit.
-    if !item.work.once {
-        item.work.clear_pending();
+    if !work.once {
+        work.clear_pending();
     }
     let managed = pool.managed && counted;
     if wq.cpu_intensive {
@@ -412,11 +531,14 @@ fn process_one_work<'a>(
     let wake = g.kick(hint, pool.cap);
     unlock_wake(pool, g, wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
-    CURRENT.with(|c| c.set((wq_addr, crate::engine::work::addr(&item.work))));
-    let res = catch_unwind(AssertUnwindSafe(|| item.work.func.run()));
-    CURRENT.with(|c| c.set((0, 0)));
+    CURRENT.with(|c| c.set((wq_addr, addr)));
+    // What the previous item left goes now, as part of this item: a wait
+    // on this item or its queue from a destructor is refused, not a hang.
+    spent.release();
+    let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
-    // catch their own).
+    // catch their own). The handlers run as part of the item: what the item
+    // may not wait for (itself, its queue), they may not either.
     let (panicked, awaited) = match res {
         Ok(awaited) => (false, awaited),
         Err(payload) => {
@@ -424,25 +546,27 @@ fn process_one_work<'a>(
             (true, true)
         }
     };
+    CURRENT.with(|c| c.set((0, 0)));
     if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
     {
         panic!("cmwq: test hook: this worker dies with its item unfinished");
     }
     let mut g = pool.lock();
+    let work = running.disarm();
     let st = &mut g.pwqs[item.pwq as usize].stats;
     st.completed += 1;
     st.panics += u64::from(panicked);
-    *cache = Some(wq);
+    spent.cache = Some(wq);
     if g.workers[me].blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
     g.progress += 1;
     g.lanes[usize::from(item.lane)].progress += 1;
-    g.workers[me].current = None;
+    g.workers[me].current = 0;
     let mut post = Post::default();
     pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
     if awaited {
-        item.work.finish_cycle();
+        work.finish_cycle();
     }
     // Every deferred action runs, `died` included: an ordered queue's retired
     // pwq that drains here must unplug the next generation, or it waits forever.
@@ -455,5 +579,7 @@ fn process_one_work<'a>(
         // (it runs once per item).
         std::mem::forget(post);
     }
+    // Maybe the last reference: dropped once the lock is released.
+    spent.work = Some(work);
     g
 }
