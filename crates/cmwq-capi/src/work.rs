@@ -440,15 +440,31 @@ pub unsafe extern "C" fn mod_delayed_work_on(
         };
         (c, disabled)
     };
-    let was = c.dw().cancel();
-    // A disable racing with us has disabled the carrier's engine item too,
-    // so the queue below refuses rather than slipping past it.
-    let ok = !disabled && {
+    // Take the pending cycle, then queue a new one. Another thread may
+    // queue the item in between (its cycle, say ten seconds out): then take
+    // that cycle too and try again, as the kernel's `try_to_grab_pending`
+    // loop does, so the caller's delay is the one that holds.
+    let mut taken = 0i64;
+    let ok = loop {
+        taken += i64::from(c.dw().cancel());
+        // A disable racing with us has disabled the carrier's engine item
+        // too, so the queue below refuses rather than slipping past it.
+        if disabled {
+            break false;
+        }
         tsan::release(c.addr());
-        engine_queue(wq, c, cpu, jiffies(delay))
+        if engine_queue(wq, c, cpu, jiffies(delay)) {
+            break true;
+        }
+        // Refused with nothing pending (a draining queue, a disable):
+        // stop; pending: somebody else's cycle, grab it.
+        if !c.dw().is_pending() {
+            break false;
+        }
+        std::thread::yield_now();
     };
-    c.put(i64::from(ok) - i64::from(was));
-    was
+    c.put(i64::from(ok) - taken);
+    taken > 0
 }
 
 /// Waits on `ws`'s carrier outside the lock bit with `f`, which returns its

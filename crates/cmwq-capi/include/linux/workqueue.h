@@ -40,9 +40,26 @@
  *   workqueue.power_efficient=0); WQ_HIGHPRI falls back to the best
  *   priority allowed without CAP_SYS_NICE.
  * - Waiting for an item from its own callback (flush_work, cancel_work_sync,
- *   flush_workqueue on its own queue) prints an error and returns instead of
- *   deadlocking.
- * - destroy_workqueue() waits for everything queued to run.
+ *   flush_workqueue or drain_workqueue on its own queue) prints an error (a
+ *   Rust panic report on stderr) and returns instead of deadlocking;
+ *   destroy_workqueue() of its own queue from a callback prints the same
+ *   error for its drain, and the queue is destroyed on another thread once
+ *   the callback has returned.
+ * - destroy_workqueue() waits for everything queued to run, and fires armed
+ *   delayed works at once (also those armed while it runs) rather than
+ *   waiting out their timers.
+ * - mod_delayed_work() wins against a racing queue_delayed_work(): it takes
+ *   whatever cycle is pending until its own is queued, as the kernel does.
+ *
+ * WHAT USER SPACE CANNOT DO HERE
+ *
+ * - No call is async-signal-safe: queue_work() from a signal handler (the
+ *   nearest thing to an interrupt) may deadlock on a lock the interrupted
+ *   thread holds. Hand the event to a thread instead (a self-pipe, an
+ *   eventfd, or a thread in sigwait()).
+ * - fork(): the child inherits the queues but not the worker threads, so
+ *   work queued in the child does not run (flush_work() would wait
+ *   forever). Queue work only in the parent, or exec() in the child.
  */
 #ifndef CMWQ_LINUX_WORKQUEUE_H
 #define CMWQ_LINUX_WORKQUEUE_H

@@ -5,6 +5,9 @@
 #include <linux/atomic.h>
 #include <linux/cpumask.h>
 #include "check.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 
 struct ditem {
 	int tag;
@@ -20,6 +23,24 @@ static void ditem_fn(struct work_struct *w)
 	CHECK_EQ(d->tag, 77);
 	d->cpu = smp_processor_id();
 	atomic_inc(&d->runs);
+}
+
+/* A thread that keeps arming a delayed work an hour out. */
+struct racer {
+	struct workqueue_struct *wq;
+	struct delayed_work *dw;
+	atomic_int started, stop;
+};
+
+static void *rearm_far(void *p)
+{
+	struct racer *r = p;
+
+	while (!atomic_load(&r->stop)) {
+		queue_delayed_work(r->wq, r->dw, 3600 * HZ);
+		atomic_store(&r->started, 1);
+	}
+	return NULL;
 }
 
 static atomic_t static_runs;
@@ -66,6 +87,32 @@ int main(void)
 	flush_delayed_work(&d.dw);
 	CHECK_EQ(atomic_read(&d.runs), 3);
 	PASS("mod_delayed_work returns whether it was pending");
+
+	/*
+	 * mod_delayed_work(0) against a thread re-arming the item an hour out:
+	 * the modification wins (the kernel grabs whatever cycle is pending
+	 * until its own is queued), so the item runs without a flush. Were the
+	 * racer's cycle left in place, the wait below would end at its bound
+	 * with the item still armed for an hour.
+	 */
+	for (int i = 0; i < 200; i++) {
+		struct racer r = { .wq = wq, .dw = &d.dw };
+		pthread_t t;
+		int before = atomic_read(&d.runs);
+
+		CHECK_EQ(pthread_create(&t, NULL, rearm_far, &r), 0);
+		while (!atomic_load(&r.started))
+			;
+		mod_delayed_work(wq, &d.dw, 0);
+		atomic_store(&r.stop, 1);
+		CHECK_EQ(pthread_join(t, NULL), 0);
+		for (int ms = 0; atomic_read(&d.runs) == before && ms < 60000; ms++)
+			usleep(1000);
+		CHECK(atomic_read(&d.runs) > before);
+		cancel_delayed_work_sync(&d.dw);
+	}
+	atomic_set(&d.runs, 3);
+	PASS("mod_delayed_work wins against a racing queue_delayed_work");
 
 	CHECK(disable_delayed_work(&d.dw) == false);
 	CHECK(!queue_delayed_work(wq, &d.dw, 1));

@@ -19,6 +19,7 @@
 #include <linux/sort.h>
 #include <linux/workqueue.h>
 #include "check.h"
+#include <pthread.h>
 
 static int count = 1;
 module_param(count, int, 0444);
@@ -45,6 +46,26 @@ static int worker(void *arg)
 	while (!kthread_should_stop())
 		schedule();
 	return (int)id * 10;
+}
+
+/* A request a caller waits for and frees as soon as it is done. */
+struct req {
+	struct work_struct work;
+	struct completion done;
+};
+
+static void req_fn(struct work_struct *w)
+{
+	complete(&container_of(w, struct req, work)->done);
+}
+
+static struct completion shared_c;
+
+static void *shared_waiter(void *arg)
+{
+	(void)arg;
+	wait_for_completion(&shared_c);
+	return NULL;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -106,6 +127,44 @@ static int __init kc_init(void)
 	reinit_completion(&c);
 	CHECK(!completion_done(&c));
 	PASS("completions");
+
+	/*
+	 * The waiter frees the request as soon as it wakes, while complete()
+	 * may still be returning on the worker: complete() must not read the
+	 * completion after handing it over (the asan mode would see it).
+	 */
+	{
+		struct workqueue_struct *rq = alloc_workqueue("kc_req", WQ_UNBOUND, 0);
+
+		for (i = 0; i < 20000; i++) {
+			struct req *r = kmalloc(sizeof(*r), GFP_KERNEL);
+
+			CHECK(r);
+			INIT_WORK(&r->work, req_fn);
+			init_completion(&r->done);
+			CHECK(queue_work(rq, &r->work));
+			wait_for_completion(&r->done);
+			kfree(r);
+		}
+		destroy_workqueue(rq);
+	}
+	PASS("a request freed by its waiter right after complete()");
+
+	/* Four sleepers on one completion: four complete() calls wake all four
+	 * (each wake clears the waiters bit; the rest set it again). */
+	{
+		pthread_t w[4];
+
+		init_completion(&shared_c);
+		for (i = 0; i < 4; i++)
+			CHECK_EQ(pthread_create(&w[i], NULL, shared_waiter, NULL), 0);
+		for (i = 0; i < 4; i++)
+			complete(&shared_c);
+		for (i = 0; i < 4; i++)
+			CHECK_EQ(pthread_join(w[i], NULL), 0);
+		CHECK(!completion_done(&shared_c));
+	}
+	PASS("one completion, several sleepers");
 
 	CHECK(!atomic_dec_and_test(&a));
 	CHECK(atomic_dec_and_test(&a));

@@ -1,10 +1,20 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * kcompat: completions. A count of completions not yet consumed (UINT_MAX/2
- * after complete_all) and a count of sleepers, over a futex: complete() is
- * one atomic add when nobody sleeps, and a waiter woken by it runs at once
- * (no mutex to take back, unlike a condition variable). Under TSan the
- * hand-off is annotated, since TSan does not see futexes.
+ * kcompat: completions. One 32-bit word, also the futex: the count of
+ * completions not yet consumed (UINT_MAX/2 after complete_all) in the low
+ * 31 bits, and a WAITERS bit that a waiter sets before it sleeps. complete()
+ * is one compare-and-swap, which also clears WAITERS, plus a futex wake only
+ * if the bit was set; a waiter woken by it runs at once (no mutex to take
+ * back, unlike a condition variable). Under TSan the hand-off is annotated,
+ * since TSan does not see futexes.
+ *
+ * complete() reads nothing of the completion after its swap: the common
+ * pattern (a request with a completion inside, complete() from a work item,
+ * the waiter frees the request as soon as it wakes) must not have the
+ * completer touch freed memory. The futex wake may still name the freed
+ * address; that is at worst a spurious wakeup for whoever uses the address
+ * next, which futex waiters allow for (the kernel's own completion holds a
+ * lock across both sides instead).
  */
 #ifndef CMWQ_KC_COMPLETION_H
 #define CMWQ_KC_COMPLETION_H
@@ -34,14 +44,16 @@ void __tsan_release(void *addr);
 #endif
 
 struct completion {
+	/* The count and the WAITERS bit (see above). */
 	unsigned int done;
-	unsigned int sleepers;
 };
 
-#define COMPLETION_INITIALIZER(x) { 0, 0 }
+#define COMPLETION_INITIALIZER(x) { 0 }
 #define DECLARE_COMPLETION(x) struct completion x = COMPLETION_INITIALIZER(x)
 #define DECLARE_COMPLETION_ONSTACK(x) struct completion x = COMPLETION_INITIALIZER(x)
 #define CMWQ_KC_COMPLETE_ALL (UINT_MAX / 2)
+#define CMWQ_KC_WAITERS (~CMWQ_KC_COMPLETE_ALL)
+#define cmwq_kc_count(v) ((v) & CMWQ_KC_COMPLETE_ALL)
 
 static inline long cmwq_kc_futex(unsigned int *addr, int op, unsigned int val,
 				 const struct timespec *timeout)
@@ -52,7 +64,6 @@ static inline long cmwq_kc_futex(unsigned int *addr, int op, unsigned int val,
 static inline void init_completion(struct completion *x)
 {
 	__atomic_store_n(&x->done, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&x->sleepers, 0, __ATOMIC_RELAXED);
 }
 
 static inline void reinit_completion(struct completion *x)
@@ -62,16 +73,20 @@ static inline void reinit_completion(struct completion *x)
 
 static inline void cmwq_kc_complete_n(struct completion *x, bool all)
 {
-	unsigned int d = __atomic_load_n(&x->done, __ATOMIC_RELAXED);
+	unsigned int old = __atomic_load_n(&x->done, __ATOMIC_RELAXED), new;
 
 	cmwq_kc_tsan_release(x);
 	do {
-		if (d == CMWQ_KC_COMPLETE_ALL)
-			break;
-	} while (!__atomic_compare_exchange_n(&x->done, &d, all ? CMWQ_KC_COMPLETE_ALL : d + 1,
-					      false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
-	if (__atomic_load_n(&x->sleepers, __ATOMIC_SEQ_CST))
-		cmwq_kc_futex(&x->done, FUTEX_WAKE, all ? INT_MAX : 1, NULL);
+		if (cmwq_kc_count(old) == CMWQ_KC_COMPLETE_ALL)
+			return; /* nobody can be asleep on a completed-for-all word */
+		/* The new word has WAITERS clear: every sleeper is woken and
+		 * sets it again if it finds nothing to consume. */
+		new = all ? CMWQ_KC_COMPLETE_ALL : cmwq_kc_count(old) + 1;
+	} while (!__atomic_compare_exchange_n(&x->done, &old, new, false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_RELAXED));
+	/* Nothing of *x is read from here on (see the top of the file). */
+	if (old & CMWQ_KC_WAITERS)
+		cmwq_kc_futex(&x->done, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 static inline void complete(struct completion *x) { cmwq_kc_complete_n(x, false); }
@@ -82,8 +97,9 @@ static inline bool try_wait_for_completion(struct completion *x)
 {
 	unsigned int d = __atomic_load_n(&x->done, __ATOMIC_ACQUIRE);
 
-	while (d) {
-		if (d == CMWQ_KC_COMPLETE_ALL ||
+	while (cmwq_kc_count(d)) {
+		/* d - 1 keeps a WAITERS bit as it is. */
+		if (cmwq_kc_count(d) == CMWQ_KC_COMPLETE_ALL ||
 		    __atomic_compare_exchange_n(&x->done, &d, d - 1, false, __ATOMIC_ACQUIRE,
 						__ATOMIC_ACQUIRE)) {
 			cmwq_kc_tsan_acquire(x);
@@ -114,10 +130,18 @@ static inline bool cmwq_kc_wait_until(struct completion *x, const struct timespe
 				return false;
 			t = &left;
 		}
-		__atomic_fetch_add(&x->sleepers, 1, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&x->done, __ATOMIC_SEQ_CST) == 0)
-			cmwq_kc_futex(&x->done, FUTEX_WAIT, 0, t);
-		__atomic_fetch_sub(&x->sleepers, 1, __ATOMIC_RELAXED);
+		/* Announce a sleeper (only on an empty count), then sleep while
+		 * the word is exactly that: a complete() in between changes it,
+		 * and the wait returns at once. */
+		unsigned int d = __atomic_load_n(&x->done, __ATOMIC_RELAXED);
+
+		if (cmwq_kc_count(d))
+			continue;
+		if (!(d & CMWQ_KC_WAITERS) &&
+		    !__atomic_compare_exchange_n(&x->done, &d, d | CMWQ_KC_WAITERS, false,
+						 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			continue;
+		cmwq_kc_futex(&x->done, FUTEX_WAIT, CMWQ_KC_WAITERS, t);
 	}
 }
 
@@ -160,6 +184,6 @@ static inline int wait_for_completion_killable(struct completion *x)
 
 static inline bool completion_done(struct completion *x)
 {
-	return __atomic_load_n(&x->done, __ATOMIC_ACQUIRE) != 0;
+	return cmwq_kc_count(__atomic_load_n(&x->done, __ATOMIC_ACQUIRE)) != 0;
 }
 #endif
