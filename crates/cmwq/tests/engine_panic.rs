@@ -549,3 +549,37 @@ fn a_finished_items_destructor_that_panics_is_reported_and_the_worker_lives() {
         "reported as a destructor's: {q:?}"
     );
 }
+
+#[test]
+fn a_finished_items_destructor_may_wait_for_the_next_item_of_its_pool() {
+    let _s = serial();
+    // Two bound queues share the per-CPU pools: A (on rx) ends, and its
+    // destructor flushes ry, whose item B waits on the same CPU's pool.
+    // The destructor runs before the worker takes B, and its wait counts as
+    // the worker blocking, so another worker runs B.
+    let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+    let rx = Workqueue::builder("dtor_rx").build().unwrap();
+    let ry = Workqueue::builder("dtor_ry").build().unwrap();
+    let (n, b) = counting();
+    let (tx, rx_done) = mpsc::channel::<usize>();
+    let (ry2, n2) = (ry.clone(), n.clone());
+    let guard = Mutex::new(OnDrop(move || {
+        ry2.flush();
+        let _ = tx.send(n2.load(Ordering::SeqCst));
+    }));
+    let (rx2, ry3) = (rx.clone(), ry.clone());
+    let seen = within("a destructor's flush of the pool's next item", move || {
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let a = Work::new(move || {
+            let _ = &guard;
+            let _ = go_rx.lock().unwrap().recv();
+        });
+        assert_eq!(rx2.queue_on(cpu, &a), Ok(true));
+        drop(a);
+        assert_eq!(ry3.queue_on(cpu, &b), Ok(true));
+        go_tx.send(()).unwrap();
+        rx_done.recv().unwrap()
+    });
+    assert_eq!(seen, 1, "the flush waited for B, and B ran");
+}

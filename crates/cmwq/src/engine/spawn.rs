@@ -315,11 +315,16 @@ where
             State::Taken => panic!("cmwq: a JoinHandle's result was taken twice"),
             other => {
                 g.state = other;
+                let mut old = None;
                 if let Some(w) = waker
                     && !g.waker.as_ref().is_some_and(|old| old.will_wake(w))
                 {
-                    g.waker = Some(w.clone());
+                    old = g.waker.replace(w.clone());
                 }
+                // A replaced waker (another task's) is dropped outside the
+                // slot's lock: its drop is the executor's code.
+                drop(g);
+                drop(old);
                 None
             }
         }

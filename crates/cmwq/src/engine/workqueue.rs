@@ -2086,7 +2086,10 @@ static PANIC_HOOK: RwLock<Option<PanicHook>> = RwLock::new(None);
 /// cmwq::set_panic_hook(|wq, msg| eprintln!("[{wq}] {msg}"));
 /// ```
 pub fn set_panic_hook(hook: impl Fn(&str, &str) + Send + Sync + 'static) {
-    *PANIC_HOOK.write() = Some(Arc::new(hook));
+    let old = PANIC_HOOK.write().replace(Arc::new(hook));
+    // The old hook's captures are the user's: dropped with the lock released
+    // (a destructor may set a hook, or wait for work whose panic is reported).
+    drop(old);
 }
 
 /// A: panics that could not be reported. `Relaxed`: a counter.

@@ -156,9 +156,6 @@ struct WorkerSlot {
     /// `worker.rs`) until after it clears this, so the address cannot be
     /// reused by another item while it is listed here.
     current: usize,
-    /// L: the item of a worker that unwound while running it (`current`),
-    /// handed over by its `Running` guard for the exit path to complete.
-    orphan: Option<Arc<WorkInner>>,
     /// L: the pwq slot of `current`.
     current_pwq: u32,
     /// L: the flush colour of `current`.
@@ -194,7 +191,6 @@ impl WorkerSlot {
             thread: None,
             state: WState::Exited,
             current: 0,
-            orphan: None,
             current_pwq: 0,
             current_color: 0,
             scheduled: VecDeque::new(),

@@ -114,9 +114,14 @@ impl Pool {
         }
         std::mem::forget(guard);
         Self::detach_borrowed(&mut g, idx);
-        // The queue reference goes too: this thread keeps nothing here.
-        spent.stale = spent.cache.take();
-        (spent.release_unlocked(self, g), ran)
+        // The queue reference goes too, with the lock released: this
+        // thread keeps nothing here.
+        if let Some(wq) = spent.cache.take() {
+            drop(g);
+            guarded_drop(wq);
+            g = self.lock();
+        }
+        (g, ran)
     }
 }
 
@@ -241,9 +246,6 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         g.lanes[h].worker_left();
         watchdog::busy_exit();
         exit.busy = false;
-        // Before it can be picked to wake: a destructor that waits for work
-        // of this pool must not wait for this very thread.
-        g = spent.release_unlocked(pool, g);
     }
 }
 
@@ -345,7 +347,7 @@ impl Pool {
     /// on their lanes, with a worker kicked for them.
     fn abandon_slot(&self, g: &mut PoolInner, idx: usize) -> (Option<Arc<WorkInner>>, Post) {
         let mut post = Post::default();
-        let unfinished = g.workers[idx].orphan.take();
+        let unfinished = ORPHAN.with(|o| o.take());
         if std::mem::take(&mut g.workers[idx].current) != 0 {
             let slot = g.workers[idx].current_pwq;
             let color = g.workers[idx].current_color;
@@ -367,63 +369,22 @@ impl Pool {
     }
 }
 
-/// What a thread that runs items lets go of with the pool's lock held, kept
-/// until the lock is released: the item it just finished and a workqueue
-/// reference it no longer needs. Either may be the last reference, and then
-/// its drop runs the user's destructors (what a `Work`'s closure captured, a
-/// panic handler), which may call into cmwq: queue work on this pool, drop
-/// the last handle of a workqueue, wait. Under the lock that would deadlock
-/// on the pool, and stall the watchdog and every caller after it.
-///
-/// [`release`](Self::release) drops them; it runs wherever the thread gives
-/// up the lock: before the next item runs (in [`process_one_work`], as part
-/// of that item), when a worker's busy section ends, and when a borrowed
-/// slot is given back. The `cache` is kept across items (one reference
-/// count operation per change of workqueue, not per item).
+/// Workqueue references a thread that runs items keeps between them: the
+/// queue of the last item (`cache`, kept for the next one: one reference
+/// count operation per change of queue, not per item) and one it let go of
+/// under the pool's lock (`stale`). A stale reference may be the queue's
+/// last, whose drop runs the user's destructors (its panic handler's
+/// captures), so it is dropped only with the lock released.
 #[derive(Default)]
 pub(super) struct Spent {
     /// The queue of the last item run, kept for the next one.
     cache: Option<Arc<WqInner>>,
     /// A queue reference the cache let go of.
     stale: Option<Arc<WqInner>>,
-    /// The last item run.
-    work: Option<Arc<WorkInner>>,
 }
 
-impl Spent {
-    /// Whether something waits to be dropped.
-    fn holds(&self) -> bool {
-        self.work.is_some() || self.stale.is_some()
-    }
-
-    /// Drops what waits, with no lock held. A destructor that panics is
-    /// reported (to the process-wide hook) and does not unwind the thread.
-    #[inline]
-    fn release(&mut self) {
-        if let Some(work) = self.work.take() {
-            guarded_drop(work);
-        }
-        if let Some(wq) = self.stale.take() {
-            guarded_drop(wq);
-        }
-    }
-
-    /// Gives the lock up to [`release`](Self::release), if anything waits.
-    fn release_unlocked<'a>(
-        &mut self,
-        pool: &'static Pool,
-        g: MutexGuard<'a, PoolInner>,
-    ) -> MutexGuard<'a, PoolInner> {
-        if !self.holds() {
-            return g;
-        }
-        drop(g);
-        self.release();
-        pool.lock()
-    }
-}
-
-/// Drops `v`; a panic in its destructor is reported, not propagated.
+/// Drops `v` with no lock of cmwq's held; a panic in its destructor is
+/// reported (to the process-wide hook), not propagated into the worker.
 #[inline]
 fn guarded_drop<T>(v: T) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
@@ -436,20 +397,32 @@ fn report_drop_panic(payload: Box<dyn std::any::Any + Send>) {
     crate::engine::workqueue::report_panic("(a finished item's destructor)", payload);
 }
 
-/// The item a worker runs, held by the worker itself while the pool's lock
-/// is released: the busy table lists only its address, which saves a
-/// reference count's increment and decrement (two locked instructions) per
-/// item. If the thread unwinds while running it, the guard hands the item to
-/// the worker's slot (`orphan`), where the exit path (`abandon_slot`) finds
-/// it to end its cycle; the slot still lists it, so its address stays taken.
+thread_local! {
+    /// The item of a thread that unwound while it held one (see
+    /// [`Running`]), for the exit path ([`Pool::abandon_slot`], on the same
+    /// thread) to end its cycle. A thread-local, not a pool field: the
+    /// guard may drop while the thread holds the pool's lock.
+    static ORPHAN: std::cell::RefCell<Option<Arc<WorkInner>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The item a worker runs, held by the worker itself from the moment the
+/// busy table lists it until its cycle has ended: the table lists only its
+/// address, which saves a reference count's increment and decrement (two
+/// locked instructions) per item, and the address cannot be reused while it
+/// is listed. If the thread unwinds meanwhile (a bug in the engine), the
+/// guard leaves the item in [`ORPHAN`], where the exit path finds it to end
+/// its cycle.
 struct Running {
-    pool: &'static Pool,
-    me: usize,
     work: Option<Arc<WorkInner>>,
 }
 
 impl Running {
-    /// The item back, after a normal return from its run.
+    fn work(&self) -> &Arc<WorkInner> {
+        self.work.as_ref().expect("held while running")
+    }
+
+    /// The item back, its cycle ended.
     fn disarm(mut self) -> Arc<WorkInner> {
         let work = self.work.take().expect("held while running");
         // Nothing is left for the destructor to do: skip its call (once per
@@ -461,9 +434,10 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        // Only an unwinding worker gets here with the item (see `disarm`).
+        // Only an unwinding thread gets here with the item (see `disarm`).
+        // No lock: the thread may hold its pool's.
         if let Some(work) = self.work.take() {
-            self.pool.lock().workers[self.me].orphan = Some(work);
+            ORPHAN.with(|o| *o.borrow_mut() = Some(work));
         }
     }
 }
@@ -489,7 +463,7 @@ fn process_one_work<'a>(
             other => {
                 // The previous item's queue may be gone but for this
                 // reference: let go of it with the lock released.
-                debug_assert!(spent.stale.is_none(), "released at every unlock");
+                debug_assert!(spent.stale.is_none(), "released at every item's end");
                 spent.stale = other;
                 cur.clone()
             }
@@ -501,16 +475,14 @@ fn process_one_work<'a>(
     }
     let addr = crate::engine::work::addr(&item.work);
     w.current = addr;
+    let running = Running {
+        work: Some(item.work),
+    };
     w.current_pwq = item.pwq;
     w.current_color = item.color;
     w.seq += 1;
     let (lane, prev) = (w.lane, w.last_start);
-    let running = Running {
-        pool,
-        me,
-        work: Some(item.work),
-    };
-    let work = running.work.as_ref().expect("held while running");
+    let work = running.work();
     // A one-off job is never queued again, so nothing reads its PENDING bit.
     if !work.once {
         work.clear_pending();
@@ -532,9 +504,6 @@ fn process_one_work<'a>(
     unlock_wake(pool, g, wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
-    // What the previous item left goes now, as part of this item: a wait
-    // on this item or its queue from a destructor is refused, not a hang.
-    spent.release();
     let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
     // catch their own). The handlers run as part of the item: what the item
@@ -552,7 +521,6 @@ fn process_one_work<'a>(
         panic!("cmwq: test hook: this worker dies with its item unfinished");
     }
     let mut g = pool.lock();
-    let work = running.disarm();
     let st = &mut g.pwqs[item.pwq as usize].stats;
     st.completed += 1;
     st.panics += u64::from(panicked);
@@ -566,20 +534,49 @@ fn process_one_work<'a>(
     let mut post = Post::default();
     pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
     if awaited {
-        work.finish_cycle();
+        running.work().finish_cycle();
     }
-    // Every deferred action runs, `died` included: an ordered queue's retired
-    // pwq that drains here must unplug the next generation, or it waits forever.
-    if post.pending() {
-        drop(g);
-        post.run(pool);
-        g = pool.lock();
-    } else {
+    let work = running.disarm();
+    // The item may be gone but for this reference, and a `Work`'s closure
+    // holds the user's values: their destructors may call into cmwq (queue
+    // on this pool, drop a workqueue, wait), so they run with the lock
+    // released, and before this thread takes another item (a wait on that
+    // item would wait for this very thread). Meanwhile the busy table lists
+    // the item again (it is alive until the drop), so a wait there counts as
+    // this worker blocking (`blocking`, the sampler) and another worker
+    // takes what the pool has. A one-off job's cell holds nothing of the
+    // user's once it ran (its closure was taken, its result and waker went
+    // to the handle or were dropped): it needs none of this.
+    let release = !work.once || spent.stale.is_some();
+    if release {
+        g.workers[me].current = addr;
+    } else if !post.pending() {
         // Nothing in it to drop: skip the destructor's look at every field
         // (it runs once per item).
         std::mem::forget(post);
+        return g;
     }
-    // Maybe the last reference: dropped once the lock is released.
-    spent.work = Some(work);
-    g
+    drop(g);
+    // Every deferred action runs, `died` included: an ordered queue's retired
+    // pwq that drains here must unplug the next generation, or it waits forever.
+    if post.pending() {
+        post.run(pool);
+    } else {
+        std::mem::forget(post);
+    }
+    if release {
+        let stale = spent.stale.take();
+        guarded_drop(work);
+        guarded_drop(stale);
+        let mut g = pool.lock();
+        g.workers[me].current = 0;
+        // The watchdog may have counted the destructor as the item's (a
+        // sleep sampled, a CPU hog marked): the worker counts again.
+        if g.workers[me].blocked != 0 {
+            g.mark_in(me, u8::MAX, managed);
+        }
+        return g;
+    }
+    drop(work);
+    pool.lock()
 }
