@@ -201,6 +201,14 @@ void cmwq_capi_set_tsan_hooks(void (*acquire)(void *), void (*release)(void *));
 #define system_long_wq		(cmwq_system_wq(2))
 #define system_unbound_wq	(cmwq_system_wq(3))
 #define system_dfl_wq		(cmwq_system_wq(3))
+/* WQ_POWER_EFFICIENT is ignored (see above), so the power-efficient queues
+ * are the per-CPU ones, as in a kernel booted with the default
+ * workqueue.power_efficient=0; and user space has no system suspend, so a
+ * freezable queue is never frozen: it behaves as the queue without the
+ * flag. */
+#define system_power_efficient_wq		(cmwq_system_wq(0))
+#define system_freezable_wq			(cmwq_system_wq(0))
+#define system_freezable_power_efficient_wq	(cmwq_system_wq(0))
 
 /* ---- the kernel's inline API ---- */
 
@@ -233,6 +241,15 @@ static inline struct workqueue_struct *alloc_workqueue(const char *fmt, unsigned
 static inline bool queue_work(struct workqueue_struct *wq, struct work_struct *work)
 {
 	return queue_work_on(WORK_CPU_UNBOUND, wq, work);
+}
+
+/* The node is a hint: an unbound queue runs the item in the pod of the
+ * calling CPU, a bound queue on the calling CPU. */
+static inline bool queue_work_node(int node, struct workqueue_struct *wq,
+				   struct work_struct *work)
+{
+	(void)node;
+	return queue_work(wq, work);
 }
 
 static inline bool queue_delayed_work(struct workqueue_struct *wq, struct delayed_work *dwork,

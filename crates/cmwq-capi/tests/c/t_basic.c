@@ -107,7 +107,8 @@ static void test_queue_on(void)
 static void test_system_queues(void)
 {
 	struct workqueue_struct *qs[] = { system_wq, system_highpri_wq, system_long_wq,
-					  system_unbound_wq };
+					  system_unbound_wq, system_power_efficient_wq,
+					  system_freezable_wq, system_freezable_power_efficient_wq };
 	unsigned int i;
 
 	for (i = 0; i < ARRAY_SIZE(qs); i++) {
@@ -119,6 +120,14 @@ static void test_system_queues(void)
 		flush_work(&it.work);
 		CHECK_EQ(atomic_read(&it.runs), 1);
 	}
+	{
+		struct item it = { .before = 0x1234, .after = 0x5678 };
+
+		INIT_WORK(&it.work, item_fn);
+		CHECK(queue_work_node(0, system_unbound_wq, &it.work));
+		flush_work(&it.work);
+		CHECK_EQ(atomic_read(&it.runs), 1);
+	}
 	CHECK(schedule_work(&declared));
 	flush_scheduled_work();
 	CHECK_EQ(atomic_read(&declared_runs), 1);
@@ -126,7 +135,7 @@ static void test_system_queues(void)
 	CHECK(schedule_work(&declared));
 	flush_work(&declared);
 	CHECK_EQ(atomic_read(&declared_runs), 2);
-	PASS("system queues, schedule_work, DECLARE_WORK");
+	PASS("system queues, schedule_work, queue_work_node, DECLARE_WORK");
 }
 
 int main(void)

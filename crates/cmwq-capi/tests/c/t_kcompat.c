@@ -177,6 +177,7 @@ static int __init kc_init(void)
 
 	t0 = ktime_get();
 	msleep(2);
+	CHECK_EQ(msleep_interruptible(1), 0);	/* nothing interrupts it */
 	t1 = ktime_get();
 	CHECK(ktime_after(t1, t0));
 	CHECK(ktime_to_ns(ktime_sub(t1, t0)) > 0);

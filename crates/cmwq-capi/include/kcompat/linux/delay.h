@@ -12,6 +12,13 @@ static inline void cmwq_kc_sleep_ns(long long ns)
 }
 static inline void msleep(unsigned int ms) { cmwq_kc_sleep_ns((long long)ms * 1000000LL); }
 static inline void usleep_range(unsigned long lo, unsigned long hi) { (void)hi; cmwq_kc_sleep_ns((long long)lo * 1000LL); }
+/* No signal interrupts it here: it sleeps it all and returns 0 (the
+ * milliseconds left). */
+static inline unsigned long msleep_interruptible(unsigned int ms)
+{
+	msleep(ms);
+	return 0;
+}
 static inline void ssleep(unsigned int s) { cmwq_kc_sleep_ns((long long)s * 1000000000LL); }
 static inline void cmwq_kc_spin_ns(long long ns)
 {
