@@ -92,7 +92,7 @@ impl Pool {
     ) -> (MutexGuard<'a, PoolInner>, usize) {
         let idx = Self::attach_borrowed(&mut g, state);
         let guard = BorrowedExit { pool: self, idx };
-        let mut spent = Spent::default();
+        let mut cache = None;
         let mut ran = 0;
         loop {
             let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
@@ -109,14 +109,14 @@ impl Pool {
                 continue;
             }
             started(&mut g);
-            g = process_one_work(self, idx, g, item, &mut spent, false);
+            g = process_one_work(self, idx, g, item, &mut cache, false);
             ran += 1;
         }
         std::mem::forget(guard);
         Self::detach_borrowed(&mut g, idx);
         // The queue reference goes too, with the lock released: this
         // thread keeps nothing here.
-        if let Some(wq) = spent.cache.take() {
+        if let Some(wq) = cache.take() {
             drop(g);
             guarded_drop(wq);
             g = self.lock();
@@ -142,7 +142,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     if !inherit && pool.attrs.prio.apply().is_err() {
         pool.prio_failed.fetch_add(1, Ordering::Relaxed);
     }
-    let mut spent = Spent::default();
+    let mut wq_cache: Option<Arc<WqInner>> = None;
     let mut exit = WorkerExit {
         pool,
         me,
@@ -237,7 +237,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 g.workers[other].scheduled.push_back(item);
                 continue;
             }
-            g = process_one_work(pool, me, g, item, &mut spent, true);
+            g = process_one_work(pool, me, g, item, &mut wq_cache, true);
         }
         g.workers[me].last_start = None;
         if pool.managed {
@@ -369,20 +369,6 @@ impl Pool {
     }
 }
 
-/// Workqueue references a thread that runs items keeps between them: the
-/// queue of the last item (`cache`, kept for the next one: one reference
-/// count operation per change of queue, not per item) and one it let go of
-/// under the pool's lock (`stale`). A stale reference may be the queue's
-/// last, whose drop runs the user's destructors (its panic handler's
-/// captures), so it is dropped only with the lock released.
-#[derive(Default)]
-pub(super) struct Spent {
-    /// The queue of the last item run, kept for the next one.
-    cache: Option<Arc<WqInner>>,
-    /// A queue reference the cache let go of.
-    stale: Option<Arc<WqInner>>,
-}
-
 /// Drops `v` with no lock of cmwq's held; a panic in its destructor is
 /// reported (to the process-wide hook), not propagated into the worker.
 #[inline]
@@ -449,22 +435,25 @@ fn process_one_work<'a>(
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
     item: Item,
-    spent: &mut Spent,
+    cache: &mut Option<Arc<WqInner>>,
     counted: bool,
 ) -> MutexGuard<'a, PoolInner> {
     // One borrow of each slot the item touches: every index is checked once.
     let inner = &mut *g;
     let p = &mut inner.pwqs[item.pwq as usize];
     let w = &mut inner.workers[me];
+    // The queue of the last item is kept for the next (one reference count
+    // operation per change of queue, not per item). One the worker lets go
+    // of may be the queue's last reference, whose drop runs the user's
+    // destructors (its panic handler's captures): it goes at the end, with
+    // the lock released.
+    let mut stale = None;
     let wq = {
         let cur = p.wq.as_ref().expect("live pwq");
-        match spent.cache.take() {
+        match cache.take() {
             Some(c) if Arc::ptr_eq(&c, cur) => c,
             other => {
-                // The previous item's queue may be gone but for this
-                // reference: let go of it with the lock released.
-                debug_assert!(spent.stale.is_none(), "released at every item's end");
-                spent.stale = other;
+                stale = other;
                 cur.clone()
             }
         }
@@ -524,7 +513,7 @@ fn process_one_work<'a>(
     let st = &mut g.pwqs[item.pwq as usize].stats;
     st.completed += 1;
     st.panics += u64::from(panicked);
-    spent.cache = Some(wq);
+    *cache = Some(wq);
     if g.workers[me].blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
@@ -547,7 +536,7 @@ fn process_one_work<'a>(
     // takes what the pool has. A one-off job's cell holds nothing of the
     // user's once it ran (its closure was taken, its result and waker went
     // to the handle or were dropped): it needs none of this.
-    let release = !work.once || spent.stale.is_some();
+    let release = !work.once || stale.is_some();
     if release {
         g.workers[me].current = addr;
     } else if !post.pending() {
@@ -565,7 +554,6 @@ fn process_one_work<'a>(
         std::mem::forget(post);
     }
     if release {
-        let stale = spent.stale.take();
         guarded_drop(work);
         guarded_drop(stale);
         let mut g = pool.lock();
