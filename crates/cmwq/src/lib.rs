@@ -43,6 +43,7 @@ pub mod percpu;
 mod priority;
 mod sched;
 pub mod snapshot;
+mod switches;
 mod sync;
 pub mod topology;
 mod trace;
@@ -76,7 +77,7 @@ pub use engine::{
     TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder, blocking, cpu_intensive_thresh,
     panic_reports_failed, set_cpu_intensive_thresh, set_idle_timeout, set_panic_hook,
     set_spread_thresh, snapshot, spread_thresh, system, system_highpri, system_long,
-    system_unbound, watchdog_ticks, workqueue_names,
+    system_unbound, watchdog_looks, watchdog_ticks, workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
 pub use engine::{debug_fail_worker_creation, debug_kill_next_worker};
@@ -84,6 +85,7 @@ pub use error::Error;
 pub use params::check_env;
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::Snapshot;
+pub use switches::{BlockDetection, block_detection};
 pub use types::{
     DFL_ACTIVE, MAX_ACTIVE, MIN_ACTIVE, PoolCounts, UnboundConcurrency, WakeMode, WorkqueueStats,
     WqAttrs, WqFlags,

@@ -118,6 +118,11 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
         if let Some(us) = spread {
             crate::set_spread_thresh(std::time::Duration::from_micros(us));
         }
+        // Read by the engine where it is first needed; refused here, where
+        // `build()` and `check_env()` both see it.
+        env_parse(crate::switches::ENV, "auto, switch, proc or off", |s| {
+            crate::switches::parse_mode(s).ok()
+        })?;
         Ok(p)
     })
     .as_ref()

@@ -25,16 +25,7 @@ fn burn_cpu(d: Duration) {
     }
 }
 
-/// Waits (bounded by a count of polls, not asserted as a duration) for `f`.
-fn wait_for(f: impl Fn() -> bool) -> bool {
-    for _ in 0..20_000 {
-        if f() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
-    false
-}
+use common::wait_for;
 
 /// A bound pool runs one worker per CPU; an item that sleeps without saying so
 /// is found by the sampler, which lets a second worker run the next item.

@@ -12,15 +12,7 @@ use std::time::Duration;
 
 use cmwq::{Work, Workqueue};
 
-fn wait_for(f: impl Fn() -> bool) -> bool {
-    for _ in 0..20_000 {
-        if f() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
-    false
-}
+use common::wait_for;
 
 #[test]
 fn mem_reclaim_work_completes_while_workers_cannot_start() {

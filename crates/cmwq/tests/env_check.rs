@@ -40,6 +40,7 @@ fn every_listed_variable_is_checked() {
         ("CMWQ_QPW", "2"),
         ("CMWQ_CONTROL", "yes"),
         ("CMWQ_SPREAD_US", "0"),
+        ("CMWQ_BLOCK_DETECT", "perf"),
     ] {
         let v = verdict(var, bad);
         assert!(
@@ -48,4 +49,7 @@ fn every_listed_variable_is_checked() {
         );
     }
     assert_eq!(verdict("CMWQ_QPW", "1"), "ok");
+    for mode in ["auto", "switch", "proc", "off"] {
+        assert_eq!(verdict("CMWQ_BLOCK_DETECT", mode), "ok");
+    }
 }

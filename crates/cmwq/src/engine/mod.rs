@@ -111,7 +111,8 @@ pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
 pub use snap::snapshot;
 pub use spawn::{JoinError, JoinHandle};
 pub use watchdog::{
-    MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_ticks,
+    MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_looks,
+    watchdog_ticks,
 };
 pub use work::Work;
 pub(crate) use workqueue::WqInner;

@@ -16,11 +16,15 @@
 //!   another worker. It is found within one tick of crossing the threshold; the
 //!   clock is the thread's CPU time, so an item that sleeps is not mistaken for
 //!   one that burns.
-//! - **The /proc sampler** (libdispatch's approach): when a concurrency-managed
-//!   pool has waiting work and completed nothing since the last tick, it reads
-//!   `/proc/self/task/<tid>/stat` of its counted workers; one found sleeping
-//!   (`S`/`D`) leaves `nr_running` and another worker is kicked. It counts again
-//!   once it is seen running, or when its item ends.
+//! - **Sleeping workers** (`wq_worker_sleeping`, see `pool/sleep.rs` and
+//!   `crate::switches`): after each tick, and every `LOOK`
+//!   (1 ms) while a concurrency-managed pool has waiting work, the watchdog
+//!   reads each counted busy worker's last context-switch record (no
+//!   syscall; the `/proc/self/task/<tid>/stat` sampler where the kernel
+//!   refused a probe); one found asleep leaves `nr_running` and another
+//!   worker is kicked. It counts again once it is seen running, or when its
+//!   item ends. The queue path makes the same look at the lane's runner, so
+//!   this look only covers items queued before their worker fell asleep.
 //! - **Forward progress**: a pool with waiting work, nothing running it and no
 //!   idle worker retries creating a worker each tick; after
 //!   [`MAYDAY_INITIAL_TIMEOUT`] of that it sends mayday to the `MEM_RECLAIM`
@@ -34,12 +38,14 @@
 //! other, and `unpark` before `park` leaves a token.
 //!
 //! The cost on the hot path is one atomic add and one load per worker wakeup
-//! (not per item), and nothing while the watchdog runs.
+//! (not per item), and nothing while the watchdog runs. The looks cost one
+//! wakeup of this thread per millisecond, only while work waits on a managed
+//! pool.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::Thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the watchdog looks while workers are busy.
 pub const TICK: Duration = Duration::from_millis(10);
@@ -63,6 +69,8 @@ const DFL_CPU_INTENSIVE_THRESH_US: u64 = 10_000;
 static THRESH_US: AtomicU64 = AtomicU64::new(DFL_CPU_INTENSIVE_THRESH_US);
 /// A: sweeps made. `Relaxed`: a counter.
 static TICKS: AtomicU64 = AtomicU64::new(0);
+/// A: looks made (a full tick is followed by one). `Relaxed`: a counter.
+static LOOKS: AtomicU64 = AtomicU64::new(0);
 /// O: the watchdog thread.
 static WATCHDOG: OnceLock<Thread> = OnceLock::new();
 
@@ -84,6 +92,13 @@ pub fn cpu_intensive_thresh() -> Duration {
 /// a test see that an idle process is not polled.
 pub fn watchdog_ticks() -> u64 {
     TICKS.load(Ordering::Relaxed)
+}
+
+/// How many looks for sleeping workers the watchdog has made: one after each
+/// tick, and one every millisecond while a concurrency-managed pool has
+/// waiting work (what the detection of unannotated blocking costs).
+pub fn watchdog_looks() -> u64 {
+    LOOKS.load(Ordering::Relaxed)
 }
 
 /// Starts the watchdog thread if it is not running (called when a pool is made,
@@ -113,12 +128,11 @@ pub(crate) fn busy_exit() {
     BUSY.fetch_sub(1, Ordering::SeqCst);
 }
 
-/// A pool could not start a worker: keep watching it even if nothing is busy.
+/// A pool could not start a worker: keep watching it even if nothing is busy,
+/// and look now (an unpark also cuts a sleep between two looks short).
 pub(crate) fn poke() {
     STARVING.store(true, Ordering::SeqCst);
-    if PARKED.load(Ordering::SeqCst) {
-        wake();
-    }
+    wake();
 }
 
 fn wake() {
@@ -128,6 +142,10 @@ fn wake() {
 }
 
 fn run() {
+    let mut last_tick = Instant::now();
+    // When the look wants to run again (`None`: no managed pool has waiting
+    // work; the full tick alone paces the thread).
+    let mut look: Option<Duration> = None;
     loop {
         if BUSY.load(Ordering::SeqCst) == 0 && !STARVING.load(Ordering::SeqCst) {
             PARKED.store(true, Ordering::SeqCst);
@@ -135,14 +153,26 @@ fn run() {
                 std::thread::park();
             }
             PARKED.store(false, Ordering::SeqCst);
+            last_tick = Instant::now();
+            look = None;
             continue;
         }
-        std::thread::sleep(TICK);
-        TICKS.fetch_add(1, Ordering::Relaxed);
-        // Clear before the sweep: a failure during or after it sets it again.
-        STARVING.store(false, Ordering::SeqCst);
-        if super::pool::tick_all(cpu_intensive_thresh()) {
-            STARVING.store(true, Ordering::SeqCst);
+        let to_tick = TICK.saturating_sub(last_tick.elapsed());
+        let wait = look.map_or(to_tick, |d| d.min(to_tick));
+        if !wait.is_zero() {
+            // A poke (a pool that could not start a worker) cuts it short.
+            std::thread::park_timeout(wait);
         }
+        if last_tick.elapsed() >= TICK {
+            last_tick = Instant::now();
+            TICKS.fetch_add(1, Ordering::Relaxed);
+            // Clear before the sweep: a failure during or after it sets it again.
+            STARVING.store(false, Ordering::SeqCst);
+            if super::pool::tick_all(cpu_intensive_thresh()) {
+                STARVING.store(true, Ordering::SeqCst);
+            }
+        }
+        look = super::pool::look_all();
+        LOOKS.fetch_add(1, Ordering::Relaxed);
     }
 }

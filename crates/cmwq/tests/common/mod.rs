@@ -133,3 +133,15 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         thread::park();
     }
 }
+
+/// Polls `f` every millisecond, at most 20,000 times (a bounded count of
+/// naps, never asserted as a duration); whether it came true.
+pub fn wait_for(f: impl Fn() -> bool) -> bool {
+    for _ in 0..20_000 {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    false
+}

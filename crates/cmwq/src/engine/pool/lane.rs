@@ -167,6 +167,10 @@ pub(crate) struct Lane {
     pub tick_progress: u64,
     /// L: counters (see [`crate::snapshot::LaneSnap`]).
     pub stats: LaneStats,
+    /// L: the worker that last began counting in `nr_running` here: the one
+    /// the queue path looks at to see whether it fell asleep in its item
+    /// (`usize::MAX`: none yet; a stale index is checked before it is believed).
+    pub runner: usize,
 }
 
 /// Counters of one lane, kept under the pool lock.
@@ -202,6 +206,7 @@ impl Lane {
             progress: 0,
             tick_progress: 0,
             stats: LaneStats::default(),
+            runner: usize::MAX,
         }
     }
 

@@ -71,6 +71,7 @@ impl Pool {
         let idx = g.alloc_slot(WState::Starting);
         g.workers[idx].lane = lane;
         g.nr_workers += 1;
+        g.nr_starting += 1;
         g.manager_active = true;
         drop(g);
         let res = if FAIL_CREATE.load(Ordering::Relaxed) {
@@ -88,6 +89,7 @@ impl Pool {
             self.create_failed.fetch_add(1, Ordering::Relaxed);
             g.workers[idx].state = WState::Exited;
             g.nr_workers -= 1;
+            g.nr_starting -= 1;
             // The watchdog retries, and sends mayday if work starves.
             watchdog::poke();
         }

@@ -60,12 +60,14 @@ use std::time::{Duration, Instant};
 
 mod lane;
 mod manage;
+mod sleep;
 mod snap;
 mod tick;
 mod worker;
 
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
+pub(crate) use sleep::look_all;
 pub(crate) use snap::pool_snaps;
 pub(crate) use tick::tick_all;
 pub use tick::{BlockingGuard, blocking};
@@ -76,6 +78,7 @@ use super::work::WorkInner;
 use super::workqueue::WqInner;
 use crate::priority::PoolPrio;
 use crate::sched;
+use crate::switches::SwitchProbe;
 use crate::sync::{Mutex, MutexGuard};
 use crate::types::{PwqStats, WakeMode};
 
@@ -183,6 +186,13 @@ struct WorkerSlot {
     last_start: Option<Instant>,
     /// L: woken to help this lane pool of the pod (a spread, see [`lane`]).
     guest_for: Option<&'static Pool>,
+    /// L: the thread's context-switch records (see [`crate::switches`]):
+    /// `None` for a borrowed slot, or where the kernel refused a probe (the
+    /// `/proc` sampler looks at it instead).
+    probe: Option<SwitchProbe>,
+    /// L: `seq` at the watchdog's previous look (the `/proc` fallback reads
+    /// a worker only once it has stayed on one item since then).
+    look_seq: u64,
 }
 
 impl WorkerSlot {
@@ -204,6 +214,8 @@ impl WorkerSlot {
             lane: 0,
             last_start: None,
             guest_for: None,
+            probe: None,
+            look_seq: 0,
         }
     }
 }
@@ -254,6 +266,8 @@ pub(crate) struct PoolInner {
     nr_workers: usize,
     /// L: a worker is being created (`POOL_MANAGER_ACTIVE`).
     manager_active: bool,
+    /// L: workers created whose threads have not taken their slot yet.
+    nr_starting: usize,
     /// L: pwqs, by slot.
     pub pwqs: Vec<PwqState>,
     /// L: detached pwq slots, for reuse.
@@ -266,13 +280,11 @@ pub(crate) struct PoolInner {
     rr: usize,
     /// L: a lane pool's partners: the other lane pools of its pod.
     partners: Vec<&'static Pool>,
-    /// L: items completed (the watchdog's progress check).
-    progress: u64,
-    /// L: `progress` at the watchdog's previous tick.
-    tick_progress: u64,
     /// L: since when work has waited with no worker to run it and none could be
     /// started (mayday after `MAYDAY_INITIAL_TIMEOUT`).
     starving_since: Option<Instant>,
+    /// I: the pool's id (for trace events raised under the lock).
+    pool_id: u32,
 }
 
 /// A worker pool.
@@ -297,6 +309,12 @@ pub(crate) struct Pool {
     /// under `L:`. `Relaxed`: a hint; a borrower takes the lender's lock and
     /// checks again before it takes a worker.
     lendable: Lendable,
+    /// A: its workers read their context-switch records (see [`sleep`]):
+    /// from the start with `CMWQ_BLOCK_DETECT=switch`, else once the `/proc`
+    /// sampler saw one of them sleep in an item. Never cleared. `Relaxed`: a
+    /// setting; a worker that reads it late opens its probe one busy spell
+    /// later.
+    probing: AtomicBool,
     /// A: worker threads that could not be created (`Relaxed`: a counter).
     pub create_failed: AtomicU64,
     /// A: workers that could not take the pool's priority (`Relaxed`: a counter).
@@ -401,9 +419,12 @@ impl PoolInner {
     fn need_more_worker(&self, cap: usize) -> bool {
         self.lanes.iter().any(|l| l.unserved(cap))
     }
-    /// There is an idle worker to hand work to.
+    /// There is an idle worker to hand work to, or one on its way up (the
+    /// kernel's new worker is idle the moment it is made; here its thread
+    /// still has to start, and meanwhile it must count as the spare, or every
+    /// look would start another).
     fn may_start_working(&self) -> bool {
-        self.lanes.iter().any(|l| !l.idle.is_empty())
+        self.nr_starting > 0 || self.lanes.iter().any(|l| !l.idle.is_empty())
     }
     /// Work that an idle worker of lane `h` should leave idle for: its own
     /// lane's, unserved, or another lane's that it may steal.
@@ -466,7 +487,11 @@ impl PoolInner {
             // here, inlined, and only a pool that can spread pays for the
             // general search's call.
             if !self.lanes[0].unserved(cap) {
-                return None;
+                // Served, unless its worker fell asleep in its item.
+                if !self.lanes[0].has_work() {
+                    return None;
+                }
+                return self.wake_past_sleeper(0, cap);
             }
             return self.wake_for(0, false);
         }
@@ -477,6 +502,13 @@ impl PoolInner {
     #[inline(never)]
     fn kick_pod(&mut self, hint: usize, cap: usize) -> Option<Wake> {
         let n = self.lanes.len();
+        if self.lanes[hint].has_work()
+            && !self.lanes[hint].free(cap)
+            && let Some(w) = self.wake_past_sleeper(hint, cap)
+        {
+            // Served, unless its worker fell asleep in its item.
+            return Some(w);
+        }
         if let Some(d) = lanes_from(hint, n).find(|&d| self.lanes[d].unserved(cap)) {
             let w = self.wake_for(d, false);
             if w.is_none() && !self.partners.is_empty() {
@@ -584,6 +616,7 @@ impl PoolInner {
         if was != 0 && self.workers[me].blocked == 0 && managed {
             let h = self.workers[me].lane;
             self.lanes[h].nr_running += 1;
+            self.lanes[h].runner = me;
         }
     }
 
@@ -765,18 +798,19 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
             workers: Vec::new(),
             nr_workers: 0,
             manager_active: false,
+            nr_starting: 0,
             pwqs: Vec::new(),
             free_pwqs: Vec::new(),
             refcnt: 0,
             dying: false,
             rr: 0,
             partners: Vec::new(),
-            progress: 0,
-            tick_progress: 0,
+            pool_id: id,
             starving_since: None,
         }),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
+        probing: AtomicBool::new(crate::switches::probe_from_start()),
         create_failed: AtomicU64::new(0),
         prio_failed: AtomicU64::new(0),
         workers_lost: AtomicU64::new(0),

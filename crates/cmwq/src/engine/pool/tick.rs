@@ -1,6 +1,6 @@
 //! Concurrency management without scheduler hooks: the watchdog's tick over
-//! a pool (`wq_worker_tick`: CPU time, CPU-intensive items, the /proc
-//! sampler), mayday and the rescuer's turn (`pool_mayday_timeout`,
+//! a pool (`wq_worker_tick`: CPU time, CPU-intensive items; sleeping workers
+//! are seen in [`super::sleep`]), mayday and the rescuer's turn (`pool_mayday_timeout`,
 //! `rescuer_thread`), and the annotation a worker makes before it blocks
 //! (`wq_worker_sleeping`/`wq_worker_running`).
 
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use super::lane::LazyNow;
 
 use super::{
-    BLOCKED_ANNOTATED, BLOCKED_INTENSIVE, BLOCKED_SAMPLED, MAX_POOLS, NEXT_POOL, POOLS, Pool,
-    WORKER, WState, get_pool, unlock_wake,
+    BLOCKED_ANNOTATED, BLOCKED_INTENSIVE, MAX_POOLS, NEXT_POOL, POOLS, Pool, WORKER, WState,
+    get_pool, unlock_wake,
 };
 use crate::engine::watchdog;
 use crate::engine::workqueue::WqInner;
@@ -32,60 +32,39 @@ struct Look {
     seq: u64,
     /// The thread's CPU clock.
     cpu: Option<Duration>,
-    /// Its /proc state, when the sampler looked.
-    state: Option<char>,
 }
 
 impl Pool {
     /// One watchdog tick over this pool: CPU time accounting, the CPU-intensive
-    /// check, the /proc sampler, worker creation retries and mayday. Returns
-    /// whether the pool still needs watching while no worker is busy (it starves).
+    /// check, worker creation retries and mayday (sleeping workers are the
+    /// look's, in [`super::sleep`]). Returns whether the pool still needs
+    /// watching while no worker is busy (it starves).
     pub(crate) fn tick(&'static self, thresh: Duration, now: Instant) -> bool {
-        // Who runs what, under the lock; the reads of /proc and CPU clocks are
-        // syscalls and happen outside it.
+        // Who runs what, under the lock; the CPU clocks are read by syscalls,
+        // outside it.
         // A rescuer or a guest runs the workqueue's items too: its CPU time
-        // is charged like a worker's, but it is never sampled or marked (it
-        // does not count in `nr_running`).
-        let (busy, stalled) = {
-            let mut g = self.lock();
-            let busy: Vec<(usize, i32, u64, u8, bool)> = g
-                .workers
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| w.current != 0 && w.tid != 0)
-                .map(|(i, w)| (i, w.tid, w.seq, w.blocked, w.state.borrowed()))
-                .collect();
-            // No item completed since the last tick while work waits: look at
-            // what the counted workers are doing.
-            let stalled = g.has_work() && g.progress == g.tick_progress;
-            g.tick_progress = g.progress;
-            (busy, stalled)
-        };
+        // is charged like a worker's, but it is never marked (it does not
+        // count in `nr_running`).
+        let busy: Vec<(usize, i32, u64)> = self
+            .lock()
+            .workers
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.current != 0 && w.tid != 0)
+            .map(|(i, w)| (i, w.tid, w.seq))
+            .collect();
         let looks: Vec<Look> = busy
             .iter()
-            .map(|&(i, tid, seq, blocked, borrowed)| {
-                let look = self.managed
-                    && !borrowed
-                    && (blocked & BLOCKED_SAMPLED != 0 || (stalled && blocked == 0));
-                Look {
-                    i,
-                    tid,
-                    seq,
-                    cpu: sched::thread_cpu_time(tid),
-                    state: if look { sched::thread_state(tid) } else { None },
-                }
+            .map(|&(i, tid, seq)| Look {
+                i,
+                tid,
+                seq,
+                cpu: sched::thread_cpu_time(tid),
             })
             .collect();
         let mut g = self.lock();
         let mut wake = Vec::new();
-        for Look {
-            i,
-            tid,
-            seq,
-            cpu,
-            state,
-        } in looks
-        {
+        for Look { i, tid, seq, cpu } in looks {
             if g.workers[i].seq != seq || g.workers[i].current == 0 || g.workers[i].tid != tid {
                 // Moved on to another item meanwhile, or another thread
                 // holds the slot now.
@@ -117,27 +96,8 @@ impl Pool {
                     kick = true;
                 }
             }
-            match state {
-                _ if borrowed => {}
-                Some('S' | 'D') if g.workers[i].blocked == 0 => {
-                    g.mark_out(i, BLOCKED_SAMPLED, true);
-                    g.pwqs[slot].stats.sampled += 1;
-                    trace::blocked_sampled(self.id, g.workers[i].tid, g.pwqs[slot].wq.as_deref());
-                    kick = true;
-                }
-                Some(c) if c != 'S' && c != 'D' && g.workers[i].blocked & BLOCKED_SAMPLED != 0 => {
-                    g.mark_in(i, BLOCKED_SAMPLED, true);
-                }
-                _ => {}
-            }
             if kick {
-                let h = g.workers[i].lane;
-                if let Some(t) = g.kick(h, self.cap) {
-                    g.pwqs[slot].stats.cm_wakeup += 1;
-                    wake.push(t);
-                } else if g.starving(self.cap) && !g.manager_active {
-                    g = self.create_worker(g, h);
-                }
+                g = self.kick_past(g, i, &mut wake);
             }
         }
         // Lanes whose items wait behind a slow or stalled worker get help

@@ -19,6 +19,7 @@ use crate::engine::work::WorkInner;
 use crate::engine::workqueue::WqInner;
 use crate::priority::PoolPrio;
 use crate::sched;
+use crate::switches::SwitchProbe;
 use crate::sync::MutexGuard;
 use crate::trace;
 
@@ -150,9 +151,16 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         lent: false,
     };
     trace::worker_created(pool.id, me);
+    // Opened on this thread, before the lock: a syscall and a mapping.
+    let probe = pool
+        .probe_wanted()
+        .then(SwitchProbe::open_current)
+        .flatten();
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].tid = sched::gettid();
+    g.workers[me].probe = probe;
+    g.nr_starting -= 1;
     g.workers[me].state = WState::Running;
     loop {
         // ---- idle ----
@@ -169,8 +177,12 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                     g.leave_idle(me);
                     g.workers[me].state = WState::Exited;
                     g.workers[me].thread = None;
+                    let probe = g.workers[me].probe.take();
                     g.nr_workers -= 1;
                     pool.update_lendable(&g);
+                    // The mapping goes with the lock released.
+                    drop(g);
+                    drop(probe);
                     return;
                 }
                 drop(g);
@@ -220,6 +232,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         }
         if pool.managed {
             g.lanes[h].nr_running += 1;
+            g.lanes[h].runner = me;
         }
         pool.update_lendable(&g);
         watchdog::busy_enter();
@@ -246,6 +259,14 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         g.lanes[h].worker_left();
         watchdog::busy_exit();
         exit.busy = false;
+        if g.workers[me].probe.is_none() && pool.probe_wanted() {
+            // The pool's items were seen to sleep since this worker started:
+            // it reads its switch records from its next busy spell on.
+            drop(g);
+            let probe = SwitchProbe::open_current();
+            g = pool.lock();
+            g.workers[me].probe = probe;
+        }
     }
 }
 
@@ -309,6 +330,7 @@ impl Pool {
         match g.workers[me].state {
             WState::Idle => g.leave_idle(me),
             WState::Woken => g.lanes[h].nr_woken -= 1,
+            WState::Starting => g.nr_starting -= 1,
             _ => {}
         }
         if busy {
@@ -324,6 +346,7 @@ impl Pool {
         w.thread = None;
         w.tid = 0;
         w.blocked = 0;
+        let probe = w.probe.take();
         g.nr_workers -= 1;
         if post.wake.is_none() {
             post.wake = g.kick(h, self.cap);
@@ -333,6 +356,7 @@ impl Pool {
         }
         self.update_lendable(&g);
         drop(g);
+        drop(probe);
         if let Some(work) = unfinished {
             work.finish_cycle();
         }
@@ -354,7 +378,6 @@ impl Pool {
             let st = &mut g.pwqs[slot as usize].stats;
             st.completed += 1;
             st.panics += 1;
-            g.progress += 1;
             self.dec_in_flight(g, slot, color, true, &mut post);
         }
         let mut hint = None;
@@ -517,7 +540,6 @@ fn process_one_work<'a>(
     if g.workers[me].blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
-    g.progress += 1;
     g.lanes[usize::from(item.lane)].progress += 1;
     g.workers[me].current = 0;
     let mut post = Post::default();

@@ -1,0 +1,286 @@
+//! Seeing a worker sleep (`wq_worker_sleeping` / `wq_worker_running` without
+//! the scheduler): the queue path's look at a lane's runner, and the
+//! watchdog's look every [`LOOK`] while a managed pool has waiting work.
+//!
+//! Both read a worker's context-switch records where it has a probe
+//! ([`crate::switches`]): no syscall, so the queue path can afford it. A
+//! counted worker found asleep for [`MIN_ASLEEP`] or more leaves `nr_running`
+//! (`BLOCKED_SAMPLED`) and a worker is woken for what waits; one found
+//! running again counts again, as the kernel's `wq_worker_running` has it
+//! (its item's end also clears the mark). A preempted worker is runnable and
+//! keeps its place, as in the kernel.
+//!
+//! A worker with no probe (a pool that has not been seen to block yet, or
+//! `perf_event_open` refused) is read through `/proc/self/task/TID/stat` by
+//! the watchdog's look, outside the pool lock, and only once it has stayed on
+//! one item since the previous look (a pool of short items costs no reads).
+//! The first sleep the sampler sees in a pool turns probes on for its
+//! workers (`Pool::probing`).
+//!
+//! Why both places: the queue path sees a sleeper the moment new work needs
+//! its CPU (an item queued behind a worker asleep in a 2 ms read starts
+//! within tens of microseconds, not at the next look); the watchdog's look
+//! covers items that were queued before their worker fell asleep, when
+//! nothing is queued afterwards.
+//!
+//! Nothing here needs more than the pool lock: a probe's ring is read
+//! without one (see `switches.rs` for why a torn read is never believed),
+//! and `BLOCKED_SAMPLED` is set and cleared under the lock like the other
+//! `blocked` bits, so `nr_running` stays the count of workers that run and
+//! are not marked, whichever path marked them.
+
+use std::time::Duration;
+
+use super::{BLOCKED_SAMPLED, NEXT_POOL, POOLS, Pool, PoolInner, WState, Wake};
+use crate::sched;
+use crate::switches::{self, LazyMono, MIN_ASLEEP, RunState};
+use crate::trace;
+use std::sync::atomic::Ordering;
+
+/// How often the watchdog looks at the workers of managed pools that have
+/// waiting work: an item queued before its worker fell asleep, with nothing
+/// queued after it, starts within about this long.
+pub(crate) const LOOK: Duration = Duration::from_millis(1);
+
+/// What a look found a worker doing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Asleep,
+    Awake,
+}
+
+impl Seen {
+    /// From a probe: asleep only past [`MIN_ASLEEP`]; `None` while a sleep is
+    /// too young to tell from a wait for a lock (its remaining time is put in
+    /// `next`, so the watchdog looks again then).
+    fn of_probe(s: RunState, next: &mut Duration) -> Option<Seen> {
+        match s {
+            RunState::Asleep(d) if d >= MIN_ASLEEP => Some(Seen::Asleep),
+            RunState::Asleep(d) => {
+                *next = (*next).min(MIN_ASLEEP - d);
+                None
+            }
+            RunState::Running | RunState::Preempted => Some(Seen::Awake),
+        }
+    }
+
+    /// From a `/proc` state letter.
+    fn of_state(c: char) -> Seen {
+        if c == 'S' || c == 'D' {
+            Seen::Asleep
+        } else {
+            Seen::Awake
+        }
+    }
+}
+
+impl PoolInner {
+    /// A look found counted worker `i` `seen`: it leaves `nr_running` if it
+    /// sleeps, or counts again if it was out for a sleep and runs. Returns
+    /// whether it just left (the caller kicks its lane).
+    fn note_seen(&mut self, i: usize, seen: Seen) -> bool {
+        let w = &self.workers[i];
+        match seen {
+            Seen::Asleep if w.blocked == 0 => {
+                let (slot, tid) = (w.current_pwq as usize, w.tid);
+                self.mark_out(i, BLOCKED_SAMPLED, true);
+                self.pwqs[slot].stats.sampled += 1;
+                trace::blocked_sampled(self.pool_id, tid, self.pwqs[slot].wq.as_deref());
+                true
+            }
+            Seen::Awake if w.blocked & BLOCKED_SAMPLED != 0 => {
+                self.mark_in(i, BLOCKED_SAMPLED, true);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Lane `h` has work and its counted worker runs: unless that worker fell
+    /// asleep in its item. If it did, it leaves `nr_running` and a worker is
+    /// woken for the lane (what the kernel's scheduler hook would have done
+    /// when it slept). Called from `kick`, under the pool lock, for every
+    /// item queued or started behind a busy worker, so it reads memory only.
+    #[inline(never)]
+    pub(super) fn wake_past_sleeper(&mut self, h: usize, cap: usize) -> Option<Wake> {
+        let mut r = self.lanes[h].runner;
+        if !self.workers.get(r).is_some_and(|w| w.counted_on(h)) {
+            // The runner left (another worker of the lane went on counting
+            // after it): find the one that counts now.
+            r = self.workers.iter().position(|w| w.counted_on(h))?;
+            self.lanes[h].runner = r;
+        }
+        let w = &self.workers[r];
+        let probe = w.probe.as_ref()?;
+        let mut later = Duration::MAX;
+        if Seen::of_probe(probe.state(&mut LazyMono::default()), &mut later) != Some(Seen::Asleep) {
+            return None;
+        }
+        let slot = w.current_pwq as usize;
+        self.note_seen(r, Seen::Asleep);
+        if !self.lanes[h].unserved(cap) {
+            return None;
+        }
+        let wake = self.wake_for(h, false);
+        if wake.is_some() {
+            self.pwqs[slot].stats.cm_wakeup += 1;
+        }
+        wake
+    }
+}
+
+impl Pool {
+    /// Whether this pool's workers should open switch probes.
+    pub(super) fn probe_wanted(&self) -> bool {
+        self.probing.load(Ordering::Relaxed)
+    }
+
+    /// The `/proc` sampler saw a worker of this pool sleep in an item: from
+    /// now on its workers read their switch records (`CMWQ_BLOCK_DETECT=auto`).
+    /// Called outside the pool lock.
+    fn start_probing(&self) {
+        if switches::probe_on_sleep() && !self.probing.load(Ordering::Relaxed) {
+            switches::keep_tracking();
+            self.probing.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl super::WorkerSlot {
+    /// Runs an item homed on lane `h` and counts in its `nr_running`.
+    fn counted_on(&self, h: usize) -> bool {
+        self.current != 0 && self.blocked == 0 && self.lane == h && self.state == WState::Running
+    }
+}
+
+/// A worker the look must read through `/proc` (it has no probe).
+struct ProcLook {
+    i: usize,
+    tid: i32,
+    seq: u64,
+}
+
+impl Pool {
+    /// The watchdog's look at this pool (see the module docs). Returns when
+    /// it wants to look again: `None` when nothing here needs looking at (not
+    /// managed, or no waiting work and no worker out for a sleep).
+    pub(crate) fn look(&'static self, mono: &mut LazyMono) -> Option<Duration> {
+        if !self.managed {
+            return None;
+        }
+        let mut g = self.lock();
+        let watched = g.has_work()
+            || g.workers
+                .iter()
+                .any(|w| w.current != 0 && w.blocked & BLOCKED_SAMPLED != 0);
+        if !watched {
+            return None;
+        }
+        let mut next = LOOK;
+        let mut wake = Vec::new();
+        let mut reads = Vec::new();
+        let mut slept = false;
+        let mut i = 0;
+        while i < g.workers.len() {
+            let w = &g.workers[i];
+            if w.current == 0 || w.state != WState::Running || w.tid == 0 {
+                i += 1;
+                continue;
+            }
+            let seen = match w.probe.as_ref() {
+                Some(p) => Seen::of_probe(p.state(mono), &mut next),
+                None => {
+                    let out = w.blocked & BLOCKED_SAMPLED != 0;
+                    // Counted and on one item since the last look, or out
+                    // for a sleep (has it woken?): worth a read.
+                    if switches::sampler_enabled()
+                        && (out || (w.blocked == 0 && w.look_seq == w.seq))
+                    {
+                        reads.push(ProcLook {
+                            i,
+                            tid: w.tid,
+                            seq: w.seq,
+                        });
+                    }
+                    g.workers[i].look_seq = g.workers[i].seq;
+                    None
+                }
+            };
+            if let Some(seen) = seen
+                && g.note_seen(i, seen)
+            {
+                g = self.kick_past(g, i, &mut wake);
+            }
+            i += 1;
+        }
+        if !reads.is_empty() {
+            drop(g);
+            let states: Vec<Option<char>> =
+                reads.iter().map(|r| sched::thread_state(r.tid)).collect();
+            g = self.lock();
+            for (r, state) in reads.iter().zip(states) {
+                let w = &g.workers[r.i];
+                // Moved on to another item, or another thread holds the slot.
+                if w.seq != r.seq || w.tid != r.tid || w.current == 0 {
+                    continue;
+                }
+                if let Some(c) = state
+                    && g.note_seen(r.i, Seen::of_state(c))
+                {
+                    slept = true;
+                    g = self.kick_past(g, r.i, &mut wake);
+                }
+            }
+        }
+        // Work waits, nobody can take it and no worker is idle: start one
+        // now rather than at the next tick.
+        if g.starving(self.cap) && !g.manager_active {
+            let lane = g.lanes.iter().position(|l| l.unserved(self.cap));
+            g = self.create_worker(g, lane.unwrap_or(0));
+        }
+        self.update_lendable(&g);
+        drop(g);
+        for w in wake {
+            w.run(self);
+        }
+        if slept {
+            self.start_probing();
+        }
+        Some(next)
+    }
+
+    /// Worker `i` just left `nr_running` (asleep, or a CPU hog): wake a
+    /// worker for its lane, or start one if none is idle.
+    pub(super) fn kick_past<'a>(
+        &'static self,
+        mut g: crate::sync::MutexGuard<'a, PoolInner>,
+        i: usize,
+        wake: &mut Vec<Wake>,
+    ) -> crate::sync::MutexGuard<'a, PoolInner> {
+        let (h, slot) = (g.workers[i].lane, g.workers[i].current_pwq as usize);
+        if let Some(t) = g.kick(h, self.cap) {
+            g.pwqs[slot].stats.cm_wakeup += 1;
+            wake.push(t);
+        } else if g.starving(self.cap) && !g.manager_active {
+            g = self.create_worker(g, h);
+        }
+        g
+    }
+}
+
+/// The watchdog's look over every pool. Returns when to look again (`None`:
+/// no pool needs it, the watchdog goes back to its tick).
+pub(crate) fn look_all() -> Option<Duration> {
+    if !switches::sampler_enabled() {
+        return None;
+    }
+    let n = (NEXT_POOL.load(Ordering::Relaxed) as usize).min(super::MAX_POOLS);
+    let mut mono = LazyMono::default();
+    let mut next: Option<Duration> = None;
+    for p in POOLS[..n].iter().filter_map(|c| c.get()) {
+        if let Some(d) = p.look(&mut mono) {
+            next = Some(next.map_or(d, |n| n.min(d)));
+        }
+    }
+    next
+}
