@@ -23,7 +23,22 @@
 //!
 //! A socket file is only replaced or pruned when connecting to it is refused
 //! (nobody listens: its process exited), and a stopping server removes its
-//! socket only if the file is still the one it bound.
+//! socket only if the file is still the one it bound. A server that fails to
+//! start after binding (out of file descriptors or threads) removes the file
+//! it bound, so no socket stays that nobody will answer on.
+//!
+//! # A client never waits long
+//!
+//! A process that is stopped (`SIGSTOP`, a debugger) or out of file
+//! descriptors does not accept: its connections wait in the listener's
+//! backlog. A [`Client`] waits at most its timeout ([`DEFAULT_TIMEOUT`], or
+//! the one given to [`Client::connect_timeout`]) for room in the backlog and
+//! for each part of a reply, and its errors start with what happened, with
+//! the reason `/proc` gives where it gives one: `not answering` (stopped, out
+//! of file descriptors, or busy), `full` (the backlog, or the server's or our
+//! file descriptors), `exited` (gone, or a zombie not yet reaped), `not
+//! serving` (the process runs but nobody listens on its socket), `refused`
+//! (another user's process or socket).
 //!
 //! # Where the sockets live, and who could meddle with the path
 //!
@@ -33,6 +48,12 @@
 //! not writable by others unless sticky (`/tmp`), and a symlink on the way
 //! must be owned by root or by us. A failure names the component and what is
 //! wrong with it, and the variable that chose the path.
+//!
+//! Only the directory itself is made (mode 0700), never a missing parent: a
+//! typo in `CMWQ_CONTROL_DIR` is an error naming the parent, not a new tree.
+//! A failure to make it that is nobody's doing (a full disk, a read-only file
+//! system, a file in its place) says so, not that another user may have made
+//! it.
 //!
 //! The last fallback, `cmwq-<uid>` in the temporary directory, has a name
 //! anyone can predict, so another user may create it first (or a symlink in
