@@ -15,6 +15,33 @@ use cmwq::control::{self, Client};
 use cmwq::snapshot::{PoolSnap, ScopeSnap, Snapshot, WorkqueueSnap};
 use cmwq::topology::cpumask_str;
 
+/// The `--timeout` of every command that talks to a process.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct TimeoutArg {
+    /// Seconds to wait for the process: to connect, and for each part of its
+    /// reply (a stopped process, or one out of file descriptors, never
+    /// answers). From 0.001 to 3600.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 2.0)]
+    pub secs: f64,
+}
+
+/// The longest `--timeout`: an hour.
+const MAX_TIMEOUT_S: f64 = 3600.0;
+
+impl TimeoutArg {
+    /// The timeout, or why it is refused.
+    pub fn get(self) -> Result<Duration, String> {
+        if self.secs.is_finite() && (0.001..=MAX_TIMEOUT_S).contains(&self.secs) {
+            Ok(Duration::from_secs_f64(self.secs))
+        } else {
+            Err(format!(
+                "--timeout {}: expected seconds from 0.001 to {MAX_TIMEOUT_S}",
+                self.secs
+            ))
+        }
+    }
+}
+
 /// Arguments of `cmwq dump`.
 #[derive(clap::Args, Debug)]
 pub struct DumpArgs {
@@ -25,6 +52,8 @@ pub struct DumpArgs {
     /// Print the snapshot as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub timeout: TimeoutArg,
 }
 
 /// Arguments of `cmwq monitor`.
@@ -33,7 +62,8 @@ pub struct MonitorArgs {
     /// The process to watch (see `cmwq ps`).
     #[arg(long)]
     pub pid: u32,
-    /// Seconds between tables; 0 prints the totals once and exits.
+    /// Seconds between tables, from 0.05 (20 tables a second) to 86400; 0
+    /// prints the totals once and exits.
     #[arg(
         short = 'i',
         long = "interval",
@@ -56,6 +86,8 @@ pub struct MonitorArgs {
     /// Only workqueues whose name matches one of these regular expressions.
     #[arg(value_name = "REGEX")]
     pub patterns: Vec<String>,
+    #[command(flatten)]
+    pub timeout: TimeoutArg,
 }
 
 /// Output of `cmwq monitor`.
@@ -87,6 +119,8 @@ pub struct SetArgs {
     /// Print the new attributes as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub timeout: TimeoutArg,
 }
 
 /// Arguments of `cmwq ps`.
@@ -98,6 +132,10 @@ pub struct PsArgs {
     /// Remove the sockets of processes that have exited.
     #[arg(long)]
     pub prune: bool,
+    /// Seconds to wait for each process (they are asked at once, so a
+    /// stopped one costs at most this); from 0.001 to 3600.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 2.0)]
+    pub timeout: f64,
 }
 
 /// Arguments of the hidden `__control-child` (a process for the tests and for
@@ -117,11 +155,16 @@ pub struct ChildArgs {
     pub wide: bool,
 }
 
-fn snapshot_of(pid: Option<u32>) -> Result<Snapshot, String> {
+/// The snapshot of process `pid`, waiting at most `timeout` for it.
+fn snapshot_from(pid: u32, timeout: Duration) -> Result<Snapshot, String> {
+    Client::connect_timeout(pid, timeout)
+        .and_then(|mut c| c.snapshot())
+        .map_err(|e| e.to_string())
+}
+
+fn snapshot_of(pid: Option<u32>, timeout: Duration) -> Result<Snapshot, String> {
     match pid {
-        Some(pid) => Client::connect(pid)
-            .and_then(|mut c| c.snapshot())
-            .map_err(|e| e.to_string()),
+        Some(pid) => snapshot_from(pid, timeout),
         None => {
             cmwq::check_env().map_err(|e| e.to_string())?;
             let _ = (
@@ -154,7 +197,7 @@ struct Tagged<'a, T: serde::Serialize> {
 
 /// Runs `cmwq dump`.
 pub fn dump(a: DumpArgs) -> Result<(), String> {
-    let s = snapshot_of(a.pid)?;
+    let s = snapshot_of(a.pid, a.timeout.get()?)?;
     if a.json {
         let doc = Tagged {
             schema: DUMP_SCHEMA,
@@ -641,20 +684,25 @@ impl Filter {
 
 /// The longest `monitor --interval`: a day (longer ones cannot be slept).
 const MAX_INTERVAL_S: f64 = 86_400.0;
+/// The shortest `monitor --interval` but 0: each table is a whole snapshot
+/// of the process, taken by its control thread.
+const MIN_INTERVAL_S: f64 = 0.05;
 
 /// Runs `cmwq monitor`.
 pub fn monitor(a: MonitorArgs) -> Result<(), String> {
-    if !(a.interval.is_finite() && (0.0..=MAX_INTERVAL_S).contains(&a.interval)) {
+    if !(a.interval.is_finite()
+        && (a.interval == 0.0 || (MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&a.interval)))
+    {
         return Err(format!(
-            "--interval {}: expected seconds from 0 (print once) to {MAX_INTERVAL_S} (a day)",
+            "--interval {}: expected 0 (print once) or seconds from {MIN_INTERVAL_S} \
+             (each table is a snapshot the process takes) to {MAX_INTERVAL_S} (a day)",
             a.interval
         ));
     }
+    let timeout = a.timeout.get()?;
     let filter = Filter::new(&a.patterns)?;
     if a.format == MonitorFormat::Openmetrics {
-        let mut s = Client::connect(a.pid)
-            .and_then(|mut c| c.snapshot())
-            .map_err(|e| e.to_string())?;
+        let mut s = snapshot_from(a.pid, timeout)?;
         s.workqueues.retain(|w| filter.matches(&w.name));
         print!("{}", s.to_openmetrics());
         return Ok(());
@@ -662,7 +710,7 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
     let json = a.json || a.format == MonitorFormat::Json;
     // A connection per sample: the server closes idle connections after
     // control::IDLE_TIMEOUT, and intervals may be longer.
-    let sample = || Client::connect(a.pid).and_then(|mut c| c.snapshot());
+    let sample = || snapshot_from(a.pid, timeout);
     let mut prev: Option<Snapshot> = None;
     let mut shown = 0u64;
     let period = Duration::from_secs_f64(a.interval);
@@ -677,7 +725,7 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
                     a.pid
                 ));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         };
         let mut text = String::new();
         if json {
@@ -723,9 +771,9 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
 /// `cpus`, else as `cmwq dump` prints masks).
 pub fn set(a: SetArgs) -> Result<(), String> {
     let value = a.value.join(" ");
-    let mut c = Client::connect(a.pid).map_err(|e| e.to_string())?;
-    let attrs = c
-        .set(&a.workqueue, &a.knob, &value)
+    let mut c = Client::connect_timeout(a.pid, a.timeout.get()?).map_err(|e| e.to_string())?;
+    let (attrs, unbound) = c
+        .set_knob(&a.workqueue, &a.knob, &value)
         .map_err(|e| e.to_string())?;
     if a.json {
         let doc = Tagged {
@@ -736,6 +784,10 @@ pub fn set(a: SetArgs) -> Result<(), String> {
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
+    } else if unbound == Some(false) {
+        // A bound workqueue's only attribute is max_active (the kernel's
+        // sysfs shows it and per_cpu): the rest are not its own.
+        println!("{}: max_active={}", a.workqueue, attrs.max_active);
     } else {
         let mask = match a.knob.as_str() {
             "cpumask" => format!("cpumask={}", control::echo_cpumask(&value, &attrs.cpumask)),
@@ -754,25 +806,61 @@ pub fn set(a: SetArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Processes `cmwq ps` asks at once: a stopped one costs its `--timeout`
+/// once per batch, not once per process.
+const PS_BATCH: usize = 64;
+
+/// What `cmwq ps` found of one process: workqueues, pools, state.
+fn ps_probe(
+    p: &control::ProcessEntry,
+    timeout: Duration,
+) -> (Option<usize>, Option<usize>, String) {
+    if !p.alive {
+        return (None, None, "stale".to_string());
+    }
+    match Client::connect_path_timeout(&p.socket, timeout).and_then(|mut c| c.snapshot()) {
+        Ok(s) => (
+            Some(s.workqueues.len()),
+            Some(s.pools.len()),
+            "serving".into(),
+        ),
+        Err(e) => (None, None, format!("unreachable: {e}")),
+    }
+}
+
 /// Runs `cmwq ps`.
 pub fn ps(a: PsArgs) -> Result<(), String> {
+    let timeout = TimeoutArg { secs: a.timeout }.get()?;
     let pruned = if a.prune { control::prune_stale() } else { 0 };
     let procs = control::list_processes();
+    // Every process is asked on a thread of its own (in batches), so the
+    // whole listing waits about one timeout for the slowest, not the sum.
+    let mut found = Vec::with_capacity(procs.len());
+    for batch in procs.chunks(PS_BATCH) {
+        std::thread::scope(|sc| {
+            // A thread that cannot start (a thread limit) asks in line.
+            let hs: Vec<_> = batch
+                .iter()
+                .map(|p| {
+                    std::thread::Builder::new()
+                        .spawn_scoped(sc, move || ps_probe(p, timeout))
+                        .map_err(|_| p)
+                })
+                .collect();
+            for h in hs {
+                found.push(match h {
+                    Ok(h) => h
+                        .join()
+                        .unwrap_or_else(|_| (None, None, "unreachable: probe failed".into())),
+                    Err(p) => ps_probe(p, timeout),
+                });
+            }
+        });
+    }
     let rows: Vec<serde_json::Value> = procs
         .iter()
-        .map(|p| {
-            let (wqs, pools, state) = if !p.alive {
-                (None, None, "stale".to_string())
-            } else {
-                match Client::connect_path(&p.socket).and_then(|mut c| c.snapshot()) {
-                    Ok(s) => (
-                        Some(s.workqueues.len()),
-                        Some(s.pools.len()),
-                        "serving".into(),
-                    ),
-                    Err(e) => (None, None, format!("unreachable: {e}")),
-                }
-            };
+        .zip(found)
+        .map(|(p, (wqs, pools, state))| {
             serde_json::json!({
                 "pid": p.pid,
                 "comm": p.comm,

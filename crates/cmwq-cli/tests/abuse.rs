@@ -423,6 +423,27 @@ fn monitor_intervals_out_of_range_are_refused() {
     for bad in ["1e20", "NaN", "inf", "86401"] {
         refused(&["monitor", "--pid", "1", "-i", bad], "--interval");
     }
+    // Below the floor (0 alone means once): a million tables a second would
+    // keep the target's control thread busy.
+    for bad in ["0.000001", "0.049"] {
+        let r = refused(&["monitor", "--pid", "1", "-i", bad], "--interval");
+        assert!(r.stderr.contains("0.05"), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn timeouts_out_of_range_are_refused() {
+    for bad in ["0", "-1", "NaN", "inf", "1e9"] {
+        let t = format!("--timeout={bad}");
+        for args in [
+            &["dump", "--pid", "1", &t][..],
+            &["monitor", "--pid", "1", &t],
+            &["set", "--pid", "1", &t, "x", "nice", "0"],
+            &["ps", &t],
+        ] {
+            refused(args, "--timeout");
+        }
+    }
 }
 
 #[test]

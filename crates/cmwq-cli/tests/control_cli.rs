@@ -624,3 +624,290 @@ fn euid() -> u32 {
         .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
         .expect("an effective uid")
 }
+
+/// The uid that owns `/proc/<pid>` (the process's user), if it exists.
+fn owner_of(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
+}
+
+/// The state letter of `/proc/<pid>/stat`.
+fn state_of(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Polls `cond` for up to 20 s.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `cmwq args` with the control directory `dir`, killed (and the test
+/// failed) if it runs past 20 s: only a hang, never a slow machine, takes
+/// that long.
+fn bounded(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("CMWQ_CONTROL_DIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cmwq {args:?} hung on a process that does not answer: killed after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Sends `sig` (`STOP`, `CONT`, `KILL`) to `pid` with kill(1).
+fn signal(sig: &str, pid: u32) {
+    let st = Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -{sig} {pid}");
+}
+
+/// Resumes a stopped process when dropped, even if the test failed.
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        signal("CONT", self.0);
+    }
+}
+
+#[test]
+fn a_stopped_process_does_not_stall_the_commands_and_is_named() {
+    let p = Proc::start();
+    let pid = p.pid.to_string();
+    signal("STOP", p.pid);
+    let _resume = Resume(p.pid);
+    wait_for("the child to stop", || state_of(p.pid) == Some('T'));
+    // Every command that talks to a process gives up after --timeout and
+    // says who did not answer, for how long, and why.
+    for args in [
+        &["dump", "--pid", &pid, "--timeout", "1"][..],
+        &["monitor", "--pid", &pid, "-i", "0", "--timeout", "1"],
+        &[
+            "set",
+            "--pid",
+            &pid,
+            "--timeout",
+            "1",
+            "ctl_bound",
+            "max_active",
+            "2",
+        ],
+    ] {
+        let o = bounded(&p.dir, args);
+        assert!(!o.status.success(), "cmwq {args:?} succeeded");
+        let e = String::from_utf8_lossy(&o.stderr);
+        for part in [
+            "not answering",
+            &format!("pid {pid}"),
+            "within 1s",
+            "stopped",
+        ] {
+            assert!(e.contains(part), "cmwq {args:?}: {part:?} missing: {e}");
+        }
+    }
+    // ps lists it (with the others it would list) and says the same.
+    let o = bounded(&p.dir, &["ps", "--timeout", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with(&pid))
+        .unwrap_or_else(|| panic!("pid {pid} not listed: {out}"));
+    assert!(
+        line.contains("not answering") && line.contains("stopped"),
+        "{line}"
+    );
+    // Resumed, it answers again.
+    signal("CONT", p.pid);
+    assert!(p.ok(&["ps"]).contains("serving"));
+}
+
+#[test]
+fn an_endpoint_that_cannot_start_leaves_no_socket_behind() {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        eprintln!("skipped: no prlimit(1) to run a child with 4 file descriptors");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ctl");
+    // 0, 1, 2 and one more: the listening socket binds, then the server
+    // cannot get a second descriptor and does not start.
+    let o = Command::new("prlimit")
+        .args(["--nofile=4", "--"])
+        .arg(BIN)
+        .arg("__control-child")
+        .env("CMWQ_CONTROL_DIR", &dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "served with 4 descriptors? {e}");
+    assert!(e.contains("Too many open files"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?} ({e})");
+}
+
+#[test]
+fn a_zombie_another_users_process_and_one_serving_nothing_are_told_apart() {
+    let p = Proc::start();
+    let dump = |pid: u32| {
+        let o = bounded(&p.dir, &["dump", "--pid", &pid.to_string()]);
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    // A zombie: exited, not reaped.
+    let mut z = Command::new("true").spawn().unwrap();
+    wait_for("a zombie", || state_of(z.id()) == Some('Z'));
+    let e = dump(z.id());
+    assert!(e.contains("zombie") && e.contains("exited"), "{e}");
+    assert!(!e.contains("serves no control endpoint"), "{e}");
+    z.wait().unwrap();
+
+    // A live process of ours that serves nothing.
+    let e = dump(std::process::id());
+    assert!(e.contains("serves no control endpoint"), "{e}");
+
+    // PID 1: serves nothing if it is ours, else it is another user's.
+    let e = dump(1);
+    match owner_of(1) {
+        Some(u) if u == euid() => assert!(e.contains("serves no control endpoint"), "{e}"),
+        Some(u) => assert!(e.contains(&format!("runs as uid {u}")), "{e}"),
+        None => eprintln!("no /proc/1 here: {e}"),
+    }
+
+    // A socket left with nobody listening, named by a process that runs:
+    // not "exited".
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    drop(
+        std::os::unix::net::UnixListener::bind(p.dir.join(format!("{}.sock", sleeper.id())))
+            .unwrap(),
+    );
+    let e = dump(sleeper.id());
+    assert!(e.contains("not serving") && !e.contains("exited"), "{e}");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+
+    // Another user's process (as root: a sleep run as nobody).
+    if euid() == 0 {
+        use std::os::unix::process::CommandExt;
+        match Command::new("sleep")
+            .arg("30")
+            .uid(65534)
+            .gid(65534)
+            .spawn()
+        {
+            Ok(mut other) => {
+                wait_for("the setuid child", || owner_of(other.id()) == Some(65534));
+                let e = dump(other.id());
+                let _ = other.kill();
+                let _ = other.wait();
+                assert!(
+                    e.contains("runs as uid 65534") && e.contains("run cmwq as uid 65534"),
+                    "{e}"
+                );
+            }
+            Err(e) => eprintln!("skipped the other-user case: {e}"),
+        }
+    }
+}
+
+#[test]
+fn set_on_a_bound_queue_echoes_only_max_active() {
+    let p = Proc::start();
+    let pid = p.pid.to_string();
+    let out = p.ok(&["set", "--pid", &pid, "ctl_bound", "max_active", "3"]);
+    assert_eq!(out, "ctl_bound: max_active=3\n");
+    // An unbound one still echoes all of its attributes.
+    let out = p.ok(&["set", "--pid", &pid, "ctl_unbound", "max_active", "3"]);
+    assert!(
+        out.contains("affinity_scope=") && out.contains("max_active=3"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_full_disk_is_called_full_not_another_users_doing() {
+    // Needs a file system with no room for a directory: a one-inode tmpfs in
+    // a mount namespace of its own (root only).
+    if euid() != 0 {
+        eprintln!("skipped: not root, cannot mount a full tmpfs");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=64k,nr_inodes=1 none '{0}' && \
+         exec env -u CMWQ_CONTROL_DIR -u XDG_RUNTIME_DIR TMPDIR='{0}' '{BIN}' __control-child",
+        full.display()
+    );
+    let o = match Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipped: no unshare(1): {e}");
+            return;
+        }
+    };
+    let e = String::from_utf8_lossy(&o.stderr);
+    if !e.contains("cmwq:") {
+        eprintln!("skipped: could not mount a tmpfs here: {e}");
+        return;
+    }
+    assert!(!o.status.success(), "{e}");
+    assert!(e.contains("is full") && e.contains("No space left"), "{e}");
+    assert!(!e.contains("another user"), "{e}");
+}
+
+#[test]
+fn ps_asks_every_process_at_once() {
+    // 25 processes whose sockets take connections but never answer (held
+    // here, never accepted): asked one after another at 1 s each, ps would
+    // pass the 20 s that `bounded` allows; asked at once, it takes about 1 s.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ctl");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let mut sleepers = Vec::new();
+    let mut listeners = Vec::new();
+    for _ in 0..25 {
+        let s = Command::new("sleep").arg("60").spawn().unwrap();
+        let sock = dir.join(format!("{}.sock", s.id()));
+        listeners.push(std::os::unix::net::UnixListener::bind(sock).unwrap());
+        sleepers.push(s);
+    }
+    let o = bounded(&dir, &["ps", "--timeout", "1"]);
+    for mut s in sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.matches("not answering").count(), 25, "{out}");
+    drop(listeners);
+}

@@ -12,7 +12,12 @@
 //! | `CMWQ_SPREAD_US` | µs a pod pool's worker may spend on an item before work queued behind it spreads to idle CPUs of the pod ([`crate::set_spread_thresh`]) | — |
 //!
 //! A value that does not parse is an error naming the variable and the value,
-//! returned by the first `build()` that needs it; it is never silently ignored.
+//! returned by every `build()`; it is never silently ignored. One function,
+//! [`for_build`], decides what a build refuses, and [`check_env`] calls it
+//! too, so the two cannot disagree: `CMWQ_UNBOUND_CPUS` must name at least one
+//! CPU the process may run on, and `CMWQ_HIGHPRI_POLICY` must name a policy
+//! even for a queue that is not high priority. An empty value is the same as
+//! an unset one for every variable.
 
 use std::sync::OnceLock;
 
@@ -129,15 +134,46 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
     .map_err(Clone::clone)
 }
 
+/// What every `build()` checks of the environment, with the machine's
+/// `online` CPUs: the parsed defaults (which it returns), `CMWQ_UNBOUND_CPUS`
+/// naming at least one of `online`, and `CMWQ_HIGHPRI_POLICY` (unless
+/// [`crate::set_highpri_policy`] chose the policy). [`check_env`] calls it
+/// too, so it refuses exactly what a build would, with the same error.
+pub(crate) fn for_build(online: &[usize]) -> Result<&'static Params, Error> {
+    let p = params()?;
+    if let Some(cpus) = &p.unbound_cpus {
+        check_unbound_cpus(cpus, online)?;
+    }
+    crate::priority::highpri_policy()?;
+    Ok(p)
+}
+
+/// `CMWQ_UNBOUND_CPUS` (parsed as `cpus`) must leave unbound queues at least
+/// one of the `online` CPUs, or every unbound build would fail.
+fn check_unbound_cpus(cpus: &[usize], online: &[usize]) -> Result<(), Error> {
+    if cpus.iter().any(|c| online.contains(c)) {
+        return Ok(());
+    }
+    Err(Error::BadEnv {
+        var: "CMWQ_UNBOUND_CPUS".into(),
+        value: std::env::var("CMWQ_UNBOUND_CPUS")
+            .unwrap_or_else(|_| topology::format_cpulist(cpus)),
+        expected: format!(
+            "a cpu list with at least one CPU this process may run on ({})",
+            topology::format_cpulist(online)
+        ),
+    })
+}
+
 /// Checks every `CMWQ_*` variable now, for a service that wants a bad value
-/// to stop it at startup rather than at its first `build()`.
+/// to stop it at startup rather than at its first `build()`: it refuses
+/// whatever a build would refuse, with the same error.
 ///
 /// ```
 /// cmwq::check_env().expect("the CMWQ_* variables parse");
 /// ```
 pub fn check_env() -> Result<(), Error> {
-    params()?;
-    crate::priority::highpri_policy()?;
+    for_build(crate::engine::WqInner::machine_online())?;
     if crate::percpu::Mode::from_env().is_err() {
         return Err(Error::BadEnv {
             var: crate::percpu::QPW_ENV.into(),
@@ -153,6 +189,18 @@ pub fn check_env() -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unbound_cpus_must_meet_an_online_cpu() {
+        assert!(check_unbound_cpus(&[1, 5], &[0, 1]).is_ok());
+        let e = check_unbound_cpus(&[5], &[0, 1]).unwrap_err();
+        assert!(matches!(e, Error::BadEnv { .. }));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("CMWQ_UNBOUND_CPUS") && msg.contains("(0-1)"),
+            "{msg}"
+        );
+    }
 
     #[test]
     fn unset_gives_the_kernel_defaults() {

@@ -209,6 +209,79 @@ pub fn shutdown_socket(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+/// Connects a Unix stream socket to `path`, waiting at most `timeout` for
+/// room in the listener's backlog (a server that stopped accepting, because
+/// it is stopped or out of file descriptors, fills it): the wait of a
+/// blocking `connect` on a Unix socket is bounded by the socket's send
+/// timeout, which std cannot set before connecting. A full backlog past the
+/// timeout is `WouldBlock` (`EAGAIN`).
+#[cfg(feature = "control")]
+pub fn connect_unix(
+    path: &std::path::Path,
+    timeout: std::time::Duration,
+) -> io::Result<std::os::unix::net::UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "socket path of {} bytes (at most {}, without NUL)",
+                bytes.len(),
+                addr.sun_path.len() - 1
+            ),
+        ));
+    }
+    for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: socket takes no pointers; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by socket and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    // A zero timeval means "wait forever": never ask for less than 1 µs.
+    let tv =
+        libc::timeval {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_usec: (timeout.subsec_micros() as libc::suseconds_t)
+                .max(if timeout.as_secs() == 0 { 1 } else { 0 }),
+        };
+    // SAFETY: raw is the live socket above; tv is a timeval of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    loop {
+        // SAFETY: raw is the live socket above; addr is a sockaddr_un whose
+        // first len bytes hold the family and the NUL-terminated path.
+        let r = unsafe { libc::connect(raw, (&addr as *const libc::sockaddr_un).cast(), len) };
+        if r == 0 {
+            return Ok(std::os::unix::net::UnixStream::from(fd));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// The nice value of the calling thread (Linux: nice is per thread).
 pub fn current_nice() -> i32 {
     // SAFETY: getpriority only reads; errno is cleared first because -1 is

@@ -317,8 +317,34 @@ fn a_directory_others_can_enter_or_a_symlink_is_refused() {
     let e = control::serve_at(&link.join("x.sock"), None);
     // The socket's parent is the symlink itself: refused as not a directory.
     assert!(e.unwrap_err().to_string().contains("not a directory"));
-    // A missing directory is created private.
-    let fresh = base.path().join("a/b");
+    // A missing directory is created private; only the last component: a
+    // missing parent is named, not made (a typo must not grow a tree).
+    let deep = base.path().join("x/y");
+    let e = control::serve_at(&deep.join("x.sock"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "its parent {} does not exist",
+            base.path().join("x").display()
+        )),
+        "{e}"
+    );
+    assert!(
+        !base.path().join("x").exists(),
+        "the missing parent was made"
+    );
+    // A file where the directory should be is not a directory, not "File exists".
+    let file = base.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let e = control::serve_at(&file.join("x.sock"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not a directory") && !e.contains("exists (os error"),
+        "{e}"
+    );
+    let fresh = base.path().join("a");
     let s = control::serve_at(&fresh.join("x.sock"), None).unwrap();
     let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700);
@@ -338,6 +364,41 @@ fn connecting_to_a_stale_socket_says_so() {
     drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
     let e = Client::connect_path(&p).unwrap_err().to_string();
     assert!(e.contains("stale socket"), "{e}");
+}
+
+#[test]
+fn a_socket_whose_process_runs_but_does_not_listen_is_not_called_exited() {
+    let dir = tempfile::tempdir().unwrap();
+    // Named by a process that runs (this one) but with nobody listening.
+    let p = dir.path().join(format!("{}.sock", std::process::id()));
+    drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
+    let e = Client::connect_path(&p).unwrap_err().to_string();
+    assert!(e.contains("not serving") && e.contains("runs"), "{e}");
+    assert!(!e.contains("exited"), "{e}");
+}
+
+#[test]
+fn a_server_that_does_not_answer_is_given_up_after_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    // A listener nobody accepts on: the connection waits in its backlog, as
+    // with a stopped process.
+    let p = dir.path().join(format!("{}.sock", std::process::id()));
+    let _l = std::os::unix::net::UnixListener::bind(&p).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = p.clone();
+    std::thread::spawn(move || {
+        let r = Client::connect_path_timeout(&path, std::time::Duration::from_millis(200))
+            .and_then(|mut c| c.ping());
+        let _ = tx.send(r);
+    });
+    // Generous: only a hang fails this.
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the client waited past its timeout");
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("not answering"), "{e}");
+    assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+    assert!(e.contains("200ms"), "{e}");
 }
 
 #[test]

@@ -10,16 +10,32 @@ fn child() {
     if std::env::var_os("CMWQ_ENV_CHECK_CHILD").is_none() {
         return;
     }
-    match cmwq::check_env() {
+    // What to judge: check_env(), or building a bound or an unbound queue.
+    let r = match std::env::var("CMWQ_ENV_CHECK_WHAT").as_deref() {
+        Ok("bound") => cmwq::Workqueue::builder("env_bound").build().map(drop),
+        Ok("unbound") => cmwq::Workqueue::builder("env_unbound")
+            .unbound()
+            .build()
+            .map(drop),
+        _ => cmwq::check_env(),
+    };
+    match r {
         Ok(()) => println!("VERDICT ok"),
         Err(e) => println!("VERDICT err {e}"),
     }
 }
 
 fn verdict(var: &str, value: &str) -> String {
+    judged("check", var, value)
+}
+
+/// The child's verdict on `what` (`check`, `bound` or `unbound`) with
+/// `var=value` in its environment.
+fn judged(what: &str, var: &str, value: &str) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
         .env("CMWQ_ENV_CHECK_CHILD", "1")
+        .env("CMWQ_ENV_CHECK_WHAT", what)
         .env(var, value)
         .output()
         .unwrap();
@@ -51,5 +67,52 @@ fn every_listed_variable_is_checked() {
     assert_eq!(verdict("CMWQ_QPW", "1"), "ok");
     for mode in ["auto", "switch", "proc", "off"] {
         assert_eq!(verdict("CMWQ_BLOCK_DETECT", mode), "ok");
+    }
+}
+
+#[test]
+fn check_env_refuses_exactly_what_a_build_refuses_with_the_same_message() {
+    // A CPU no machine here has (the largest id a cpu list may name).
+    let absent = (cmwq::topology::CPU_ID_LIMIT - 1).to_string();
+    let with_online = format!("0-{absent}");
+    let cases = [
+        ("CMWQ_UNBOUND_CPUS", absent.as_str(), true),
+        ("CMWQ_UNBOUND_CPUS", with_online.as_str(), false),
+        ("CMWQ_UNBOUND_CPUS", "x-y", true),
+        ("CMWQ_HIGHPRI_POLICY", "garbage", true),
+        ("CMWQ_HIGHPRI_POLICY", "fifo", false),
+        ("CMWQ_DEFAULT_AFFINITY_SCOPE", "llc", true),
+        ("CMWQ_CONTROL", "yes", true),
+        ("CMWQ_SPREAD_US", "0", true),
+        ("CMWQ_CACHE_SHARD_SIZE", "2", false),
+    ];
+    for (var, value, bad) in cases {
+        let check = judged("check", var, value);
+        for what in ["bound", "unbound"] {
+            let built = judged(what, var, value);
+            assert_eq!(
+                check, built,
+                "{var}={value}: check_env and a {what} build disagree"
+            );
+        }
+        assert_eq!(check.starts_with("err"), bad, "{var}={value}: {check}");
+        if bad {
+            assert!(check.contains(var) && check.contains(value), "{check}");
+        }
+    }
+}
+
+#[test]
+fn an_empty_value_means_unset_for_every_variable() {
+    for var in [
+        "CMWQ_DEFAULT_AFFINITY_SCOPE",
+        "CMWQ_CACHE_SHARD_SIZE",
+        "CMWQ_UNBOUND_CPUS",
+        "CMWQ_HIGHPRI_POLICY",
+        "CMWQ_QPW",
+        "CMWQ_CONTROL",
+        "CMWQ_SPREAD_US",
+    ] {
+        assert_eq!(verdict(var, ""), "ok", "{var}=\"\"");
     }
 }

@@ -23,7 +23,22 @@
 //!
 //! A socket file is only replaced or pruned when connecting to it is refused
 //! (nobody listens: its process exited), and a stopping server removes its
-//! socket only if the file is still the one it bound.
+//! socket only if the file is still the one it bound. A server that fails to
+//! start after binding (out of file descriptors or threads) removes the file
+//! it bound, so no socket stays that nobody will answer on.
+//!
+//! # A client never waits long
+//!
+//! A process that is stopped (`SIGSTOP`, a debugger) or out of file
+//! descriptors does not accept: its connections wait in the listener's
+//! backlog. A [`Client`] waits at most its timeout ([`DEFAULT_TIMEOUT`], or
+//! the one given to [`Client::connect_timeout`]) for room in the backlog and
+//! for each part of a reply, and its errors start with what happened, with
+//! the reason `/proc` gives where it gives one: `not answering` (stopped, out
+//! of file descriptors, or busy), `full` (the backlog, or the server's or our
+//! file descriptors), `exited` (gone, or a zombie not yet reaped), `not
+//! serving` (the process runs but nobody listens on its socket), `refused`
+//! (another user's process or socket).
 //!
 //! # Where the sockets live, and who could meddle with the path
 //!
@@ -33,6 +48,12 @@
 //! not writable by others unless sticky (`/tmp`), and a symlink on the way
 //! must be owned by root or by us. A failure names the component and what is
 //! wrong with it, and the variable that chose the path.
+//!
+//! Only the directory itself is made (mode 0700), never a missing parent: a
+//! typo in `CMWQ_CONTROL_DIR` is an error naming the parent, not a new tree.
+//! A failure to make it that is nobody's doing (a full disk, a read-only file
+//! system, a file in its place) says so, not that another user may have made
+//! it.
 //!
 //! The last fallback, `cmwq-<uid>` in the temporary directory, has a name
 //! anyone can predict, so another user may create it first (or a symlink in
@@ -153,29 +174,55 @@ pub fn socket_path(pid: u32) -> PathBuf {
     socket_dir().join(format!("{pid}.sock"))
 }
 
+/// Why a socket directory cannot be used.
+#[derive(Debug)]
+enum DirProblem {
+    /// It, or a directory above it, is not safe: someone else could have
+    /// prepared it or could replace what lies under it.
+    Unsafe(String),
+    /// It cannot be made or used for a reason of its own: a missing parent,
+    /// a full disk, a file in its place.
+    Unusable(String),
+}
+
+impl DirProblem {
+    /// The error of a directory `dir` chosen by no setting in particular.
+    fn into_error(self, dir: &Path) -> Error {
+        let (DirProblem::Unsafe(r) | DirProblem::Unusable(r)) = self;
+        ctl_err(format!("socket directory {}", dir.display()), r)
+    }
+}
+
 /// [`socket_dir()`], checked (and with `create`, made) by [`private_dir`];
 /// an error says which setting chose the directory and what to set instead.
 fn checked_socket_dir(create: bool) -> Result<PathBuf, Error> {
     let (dir, source) = socket_dir_and_source();
-    match private_dir(&dir, create) {
-        Ok(()) => Ok(dir),
-        Err(Error::Control { reason, .. }) => Err(match source {
-            DirSource::Env => ctl_err(format!("CMWQ_CONTROL_DIR={}", dir.display()), reason),
-            DirSource::Xdg => ctl_err(
-                format!("socket directory {} (from XDG_RUNTIME_DIR)", dir.display()),
-                format!("{reason}; set CMWQ_CONTROL_DIR to a private directory instead"),
+    let problem = match private_dir(&dir, create) {
+        Ok(()) => return Ok(dir),
+        Err(p) => p,
+    };
+    let set_instead = "set CMWQ_CONTROL_DIR to a private directory instead";
+    Err(match (source, problem) {
+        (DirSource::Env, DirProblem::Unsafe(r) | DirProblem::Unusable(r)) => {
+            ctl_err(format!("CMWQ_CONTROL_DIR={}", dir.display()), r)
+        }
+        (DirSource::Xdg, DirProblem::Unsafe(r) | DirProblem::Unusable(r)) => ctl_err(
+            format!("socket directory {} (from XDG_RUNTIME_DIR)", dir.display()),
+            format!("{r}; {set_instead}"),
+        ),
+        (DirSource::Temp, DirProblem::Unsafe(r)) => ctl_err(
+            format!("socket directory {}", dir.display()),
+            format!(
+                "{r}; its name is predictable, so another user may have made it \
+                 to catch cmwq's sockets: set CMWQ_CONTROL_DIR to a private directory \
+                 (or XDG_RUNTIME_DIR to your runtime directory) instead"
             ),
-            DirSource::Temp => ctl_err(
-                format!("socket directory {}", dir.display()),
-                format!(
-                    "{reason}; its name is predictable, so another user may have made it \
-                     to catch cmwq's sockets: set CMWQ_CONTROL_DIR to a private directory \
-                     (or XDG_RUNTIME_DIR to your runtime directory) instead"
-                ),
-            ),
-        }),
-        Err(e) => Err(e),
-    }
+        ),
+        (DirSource::Temp, DirProblem::Unusable(r)) => ctl_err(
+            format!("socket directory {}", dir.display()),
+            format!("{r}; {set_instead}"),
+        ),
+    })
 }
 
 /// Our effective group id.
@@ -190,9 +237,6 @@ fn unsafe_ancestor(at: &Path, m: &std::fs::Metadata) -> Option<String> {
     let me = sched::euid();
     let mode = m.mode() & 0o7777;
     let sticky = mode & 0o1000 != 0;
-    if !m.file_type().is_dir() {
-        return Some(format!("component {} is not a directory", at.display()));
-    }
     if m.uid() != 0 && m.uid() != me {
         return Some(format!(
             "component {} is owned by uid {}, neither root nor us (uid {me})",
@@ -222,11 +266,10 @@ fn unsafe_ancestor(at: &Path, m: &std::fs::Metadata) -> Option<String> {
 /// [`private_dir`] holds to a stricter rule) as the module docs say: each
 /// directory on the path, as written and as the symlinks on it resolve, is
 /// owned by root or us and not writable by others unless sticky, and each
-/// symlink on the path is owned by root or us. Missing components end the
-/// walk: they will be made by us, mode 0700.
-fn check_ancestors(dir: &Path) -> Result<(), Error> {
-    let what = || format!("socket directory {}", dir.display());
-    let abs = std::path::absolute(dir).map_err(|e| ctl_err(what(), e))?;
+/// symlink on the path is owned by root or us. A missing component ends the
+/// walk ([`private_dir`] then says which parent is missing).
+fn check_ancestors(dir: &Path) -> Result<(), DirProblem> {
+    let abs = std::path::absolute(dir).map_err(|e| DirProblem::Unusable(e.to_string()))?;
     let me = sched::euid();
     let comps: Vec<_> = abs.components().collect();
     let mut at = PathBuf::new();
@@ -236,34 +279,39 @@ fn check_ancestors(dir: &Path) -> Result<(), Error> {
         let m = match std::fs::symlink_metadata(&at) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-            Err(e) => return Err(ctl_err(what(), format!("component {}: {e}", at.display()))),
+            Err(e) => {
+                return Err(DirProblem::Unusable(format!(
+                    "component {}: {e}",
+                    at.display()
+                )));
+            }
         };
         let m = if m.file_type().is_symlink() {
             if m.uid() != 0 && m.uid() != me {
-                return Err(ctl_err(
-                    what(),
-                    format!(
-                        "component {} is a symlink owned by uid {}, neither root nor us \
-                         (uid {me}): its owner decides where the sockets go",
-                        at.display(),
-                        m.uid()
-                    ),
-                ));
+                return Err(DirProblem::Unsafe(format!(
+                    "component {} is a symlink owned by uid {}, neither root nor us \
+                     (uid {me}): its owner decides where the sockets go",
+                    at.display(),
+                    m.uid()
+                )));
             }
             std::fs::metadata(&at).map_err(|e| {
-                ctl_err(
-                    what(),
-                    format!(
-                        "component {} is a symlink that leads nowhere ({e})",
-                        at.display()
-                    ),
-                )
+                DirProblem::Unusable(format!(
+                    "component {} is a symlink that leads nowhere ({e})",
+                    at.display()
+                ))
             })?
         } else {
             m
         };
+        if !m.file_type().is_dir() {
+            return Err(DirProblem::Unusable(format!(
+                "component {} is not a directory",
+                at.display()
+            )));
+        }
         if let Some(why) = unsafe_ancestor(&at, &m) {
-            return Err(ctl_err(what(), why));
+            return Err(DirProblem::Unsafe(why));
         }
         deepest = Some(at.clone());
     }
@@ -271,9 +319,9 @@ fn check_ancestors(dir: &Path) -> Result<(), Error> {
     if let Some(real) = deepest.and_then(|d| std::fs::canonicalize(d).ok()) {
         for a in real.ancestors() {
             let m = std::fs::symlink_metadata(a)
-                .map_err(|e| ctl_err(what(), format!("component {}: {e}", a.display())))?;
+                .map_err(|e| DirProblem::Unusable(format!("component {}: {e}", a.display())))?;
             if let Some(why) = unsafe_ancestor(a, &m) {
-                return Err(ctl_err(what(), why));
+                return Err(DirProblem::Unsafe(why));
             }
         }
     }
@@ -283,54 +331,71 @@ fn check_ancestors(dir: &Path) -> Result<(), Error> {
 /// Checks that `dir` is a directory (not a symlink) owned by us with no group
 /// or other access, under ancestors nobody else can write
 /// ([`check_ancestors`]); with `create`, makes it (`mkdir` mode 0700, so it
-/// never exists with wider access) first if missing. Servers and clients both
-/// check: a directory another user prepared (the temp-dir fallback has a
-/// predictable name) is refused, never used.
-fn private_dir(dir: &Path, create: bool) -> Result<(), Error> {
+/// never exists with wider access) first if missing. Only `dir` itself is
+/// made: a missing parent is an error naming it (a typo in a path must not
+/// grow a tree). Servers and clients both check: a directory another user
+/// prepared (the temp-dir fallback has a predictable name) is refused, never
+/// used.
+fn private_dir(dir: &Path, create: bool) -> Result<(), DirProblem> {
     check_ancestors(dir)?;
-    if create
-        && let Err(e) = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    {
-        return Err(ctl_err(format!("create {}", dir.display()), e));
-    }
     if create {
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            // Checked below like any directory found there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(DirProblem::Unusable(create_failure(dir, &e))),
+        }
         // A component made meanwhile by someone else (in a sticky /tmp, say).
         check_ancestors(dir)?;
     }
-    let m = std::fs::symlink_metadata(dir).map_err(|e| ctl_err(dir.display().to_string(), e))?;
-    let what = || format!("socket directory {}", dir.display());
+    let m = std::fs::symlink_metadata(dir)
+        .map_err(|e| DirProblem::Unusable(format!("{}: {e}", dir.display())))?;
     if m.file_type().is_symlink() {
-        return Err(ctl_err(
-            what(),
-            "a symlink, not a directory; refusing to follow it",
+        return Err(DirProblem::Unsafe(
+            "a symlink, not a directory; refusing to follow it".into(),
         ));
     }
     if !m.file_type().is_dir() {
-        return Err(ctl_err(what(), "not a directory"));
+        return Err(DirProblem::Unusable("exists and is not a directory".into()));
     }
     if m.uid() != sched::euid() {
-        return Err(ctl_err(
-            what(),
-            format!(
-                "owned by uid {}, not by us (uid {}); refusing to use it",
-                m.uid(),
-                sched::euid()
-            ),
-        ));
+        return Err(DirProblem::Unsafe(format!(
+            "owned by uid {}, not by us (uid {}); refusing to use it",
+            m.uid(),
+            sched::euid()
+        )));
     }
     if m.mode() & 0o077 != 0 {
-        return Err(ctl_err(
-            what(),
-            format!(
-                "mode {:o} lets others in; it must be 0700",
-                m.mode() & 0o777
-            ),
-        ));
+        return Err(DirProblem::Unsafe(format!(
+            "mode {:o} lets others in; it must be 0700",
+            m.mode() & 0o777
+        )));
     }
     Ok(())
+}
+
+/// Why `mkdir dir` failed, in words that say what to do.
+fn create_failure(dir: &Path, e: &std::io::Error) -> String {
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => format!(
+            "cannot create it: its parent {} does not exist (only the last component is \
+             made: create the parent first)",
+            parent.display()
+        ),
+        Some(libc::ENOSPC | libc::EDQUOT) => format!(
+            "cannot create it: the disk holding {} is full ({e}); free some space",
+            parent.display()
+        ),
+        Some(libc::EROFS) => format!(
+            "cannot create it: {} is on a read-only file system",
+            parent.display()
+        ),
+        _ => format!("cannot create it: {e}"),
+    }
 }
 
 /// What a socket file at a path turns out to be.
@@ -354,7 +419,9 @@ fn probe(path: &Path) -> Probe {
         Ok(m) if m.uid() != sched::euid() => {
             Probe::Other(format!("a socket owned by uid {}", m.uid()))
         }
-        Ok(_) => match UnixStream::connect(path) {
+        // A full backlog (a stopped server) must not hold `serve()` or
+        // `prune_stale()`: it means a live process, so it is not stale.
+        Ok(_) => match sched::connect_unix(path, Duration::from_millis(100)) {
             Ok(_) => Probe::Live,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Probe::Stale,
             Err(e) => Probe::Other(e.to_string()),
@@ -507,7 +574,7 @@ pub fn serve_at(path: &Path, owner: Option<u32>) -> Result<Server, Error> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    private_dir(dir, true)?;
+    private_dir(dir, true).map_err(|p| p.into_error(dir))?;
     let what = || path.display().to_string();
     match probe(path) {
         Probe::Missing => {}
@@ -519,17 +586,32 @@ pub fn serve_at(path: &Path, owner: Option<u32>) -> Result<Server, Error> {
     }
     let listener =
         UnixListener::bind(path).map_err(|e| ctl_err(format!("bind {}", path.display()), e))?;
+    // From here the file is ours: if the server does not start (out of file
+    // descriptors or threads), it goes, or a client would find a socket
+    // nobody will ever listen on while this process runs.
+    let bound = Unbind(Some(path));
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| ctl_err(format!("chmod {}", path.display()), e))?;
     let m = std::fs::symlink_metadata(path).map_err(|e| ctl_err(what(), e))?;
-    let dup = listener.try_clone().map_err(|e| ctl_err(what(), e))?;
+    let dup = listener.try_clone().map_err(|e| {
+        ctl_err(
+            format!("start the control endpoint on {}", path.display()),
+            format!("{e}; no socket was left behind"),
+        )
+    })?;
     let owner = owner.unwrap_or_else(sched::euid);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let thread = std::thread::Builder::new()
         .name("cmwq-control".into())
         .spawn(move || accept_loop(listener, owner, st))
-        .map_err(|e| ctl_err("start the control thread", e))?;
+        .map_err(|e| {
+            ctl_err(
+                "start the control thread",
+                format!("{e}; no socket was left behind"),
+            )
+        })?;
+    bound.keep();
     Ok(Server {
         path: path.to_path_buf(),
         id: (m.dev(), m.ino()),
@@ -537,6 +619,24 @@ pub fn serve_at(path: &Path, owner: Option<u32>) -> Result<Server, Error> {
         listener: dup,
         thread: Some(thread),
     })
+}
+
+/// Removes a socket file just bound unless [`Unbind::keep`] is called (the
+/// server started).
+struct Unbind<'a>(Option<&'a Path>);
+
+impl Unbind<'_> {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unbind<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 fn accept_loop(listener: UnixListener, owner: u32, stop: Arc<AtomicBool>) {
@@ -658,9 +758,20 @@ fn write_reply(out: &mut UnixStream, bytes: &[u8]) -> bool {
 }
 
 /// Serves one connection until EOF, an oversized line, a deadline or an error.
-fn serve_conn(conn: UnixStream, owner: u32) {
-    let Ok(mut out) = conn.try_clone() else {
-        return;
+fn serve_conn(mut conn: UnixStream, owner: u32) {
+    let mut out = match conn.try_clone() {
+        Ok(o) => o,
+        Err(e) => {
+            write_reply(
+                &mut conn,
+                &Response::err(format!(
+                    "full: the process is out of file descriptors ({e}); it cannot serve \
+                     this connection"
+                ))
+                .to_line(),
+            );
+            return;
+        }
     };
     match sched::peer_uid(conn.as_fd()) {
         Ok(uid) if uid == owner => {}
@@ -710,81 +821,245 @@ fn serve_conn(conn: UnixStream, owner: u32) {
     }
 }
 
+/// How long a [`Client`] waits by default: for room in the server's
+/// connection backlog, and for each part of a reply.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What `/proc` says about a process, for the errors of a [`Client`].
+struct ProcInfo {
+    /// The state letter of `/proc/<pid>/stat` (`T` stopped, `Z` zombie).
+    state: Option<char>,
+    /// The process's user (the owner of `/proc/<pid>`).
+    uid: Option<u32>,
+    comm: Option<String>,
+}
+
+/// `None`: no such process.
+fn proc_info(pid: u32) -> Option<ProcInfo> {
+    let m = std::fs::metadata(format!("/proc/{pid}")).ok()?;
+    Some(ProcInfo {
+        state: std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| sched::parse_stat_state(&s)),
+        uid: Some(m.uid()),
+        comm: std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()
+            .map(|s| s.trim().to_string()),
+    })
+}
+
+/// The file descriptors process `pid` has open and its soft limit, if
+/// `/proc` lets us read them.
+fn fd_use(pid: u32) -> Option<(usize, u64)> {
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((open, soft))
+}
+
+/// Why process `pid` may not be answering, as far as `/proc` tells.
+fn why_silent(pid: u32) -> String {
+    match proc_info(pid) {
+        None => "it has exited".into(),
+        Some(p) if p.state == Some('Z') => {
+            "it has exited (a zombie its parent has not reaped)".into()
+        }
+        Some(p) if matches!(p.state, Some('T' | 't')) => format!(
+            "it is stopped (state {}: SIGSTOP, job control or a debugger; `kill -CONT {pid}` resumes it)",
+            p.state.unwrap_or('T')
+        ),
+        Some(_) => match fd_use(pid) {
+            Some((open, limit)) if open as u64 >= limit => format!(
+                "it is out of file descriptors ({open} open, its limit is {limit}), so it \
+                 cannot accept a connection"
+            ),
+            _ => "it may be busy or stuck".into(),
+        },
+    }
+}
+
+/// The pid a socket is named by (`<pid>.sock`).
+fn pid_of_socket(path: &Path) -> Option<u32> {
+    path.file_name()?
+        .to_str()?
+        .strip_suffix(".sock")?
+        .parse()
+        .ok()
+}
+
+/// Why connecting to the socket at `path` (of process `pid`, if its name
+/// says) failed: not answering, exited, refused or full.
+fn connect_failure(path: &Path, pid: Option<u32>, e: &std::io::Error, timeout: Duration) -> String {
+    use std::io::ErrorKind as K;
+    let sock = path.display();
+    match (e.kind(), e.raw_os_error()) {
+        (_, Some(libc::EMFILE | libc::ENFILE)) => {
+            format!("full: this command is out of file descriptors ({e}); raise `ulimit -n`")
+        }
+        (K::WouldBlock | K::TimedOut, _) => match pid {
+            Some(pid) => format!(
+                "full: the connection backlog of pid {pid} stayed full for {timeout:?}, so it is \
+                 not accepting connections: {}",
+                why_silent(pid)
+            ),
+            None => format!("full: the connection backlog of {sock} stayed full for {timeout:?}"),
+        },
+        (K::ConnectionRefused, _) => match pid.map(|p| (p, proc_info(p))) {
+            Some((pid, Some(p))) if p.state == Some('Z') => format!(
+                "exited: pid {pid} has exited and its parent has not reaped it (a zombie); \
+                 {sock} is stale"
+            ),
+            Some((pid, Some(p))) => format!(
+                "not serving: pid {pid} ({}) runs, but nobody listens on {sock}: its control \
+                 endpoint stopped or failed to start (or the pid now belongs to another process)",
+                p.comm.as_deref().unwrap_or("?")
+            ),
+            _ => format!("exited: {sock} is a stale socket: its process has exited ({e})"),
+        },
+        (K::NotFound, _) => {
+            format!("exited: {sock} is gone: its process exited or stopped serving")
+        }
+        (K::PermissionDenied, _) => format!(
+            "refused: {e}: the socket belongs to another user (an endpoint serves only its \
+             own user: run cmwq as that user)"
+        ),
+        _ => e.to_string(),
+    }
+}
+
 /// A connection to a process's control endpoint.
 ///
 /// It checks its side too: the socket's directory must be private to our
 /// user, and the server must run as our user (`SO_PEERCRED`), so a socket
 /// another user planted is never sent a request.
+///
+/// It never waits long on a process that does not answer (stopped, out of
+/// file descriptors): connecting waits at most its timeout for room in the
+/// server's backlog, and each read or write of a request at most the same.
+/// Errors start with what happened: `not answering`, `exited`, `not
+/// serving`, `refused` or `full`, and say why when `/proc` tells (a stopped
+/// process, a zombie, a process out of file descriptors).
 #[derive(Debug)]
 pub struct Client {
     out: UnixStream,
     reader: BufReader<UnixStream>,
     path: PathBuf,
+    /// The pid the socket is named by.
+    pid: Option<u32>,
+    timeout: Duration,
 }
 
 impl Client {
-    /// Connects to process `pid` (its socket in [`socket_dir()`]).
+    /// Connects to process `pid` (its socket in [`socket_dir()`]), waiting
+    /// at most [`DEFAULT_TIMEOUT`].
     pub fn connect(pid: u32) -> Result<Client, Error> {
+        Client::connect_timeout(pid, DEFAULT_TIMEOUT)
+    }
+
+    /// As [`Client::connect`], waiting at most `timeout` to connect and for
+    /// each part of a reply. An error tells a process that serves nothing
+    /// from one that does not exist, a zombie and another user's process.
+    pub fn connect_timeout(pid: u32, timeout: Duration) -> Result<Client, Error> {
         let path = socket_path(pid);
         let what = || format!("connect to pid {pid}");
         match std::fs::symlink_metadata(&path) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let hint = if Path::new(&format!("/proc/{pid}")).exists() {
-                    "the process runs but serves no control endpoint (start it with CMWQ_CONTROL=1 in its environment)"
-                } else {
-                    "no such process"
+                let me = sched::euid();
+                let hint = match proc_info(pid) {
+                    None => "no such process".to_string(),
+                    Some(p) if p.state == Some('Z') => format!(
+                        "exited: pid {pid} has exited and its parent has not reaped it (a \
+                         zombie): it serves nothing"
+                    ),
+                    Some(ProcInfo { uid: Some(u), .. }) if u != me => format!(
+                        "refused: pid {pid} runs as uid {u}, not as us (uid {me}); an endpoint \
+                         serves only its own user, in that user's socket directory: run cmwq as \
+                         uid {u}"
+                    ),
+                    Some(_) => "the process runs but serves no control endpoint (start it with \
+                                CMWQ_CONTROL=1 in its environment, or have it call \
+                                cmwq::control::serve())"
+                        .to_string(),
                 };
-                return Err(ctl_err(
-                    what(),
-                    format!("{} does not exist: {hint}", path.display()),
-                ));
+                return Err(ctl_err(what(), format!("{hint} (no {})", path.display())));
             }
             Err(e) => {
                 return Err(ctl_err(
                     what(),
-                    format!("{}: {e} (it belongs to another user)", path.display()),
+                    format!(
+                        "refused: {}: {e} (it belongs to another user)",
+                        path.display()
+                    ),
                 ));
             }
         }
         checked_socket_dir(false)?;
-        Client::connect_path(&path)
+        Client::connect_path_timeout(&path, timeout)
     }
 
-    /// Connects to the endpoint listening on `path`; the server must run as
-    /// our user.
+    /// Connects to the endpoint listening on `path`, waiting at most
+    /// [`DEFAULT_TIMEOUT`]; the server must run as our user.
     pub fn connect_path(path: &Path) -> Result<Client, Error> {
+        Client::connect_path_timeout(path, DEFAULT_TIMEOUT)
+    }
+
+    /// As [`Client::connect_path`], waiting at most `timeout` (at least a
+    /// millisecond) to connect and for each part of a reply.
+    pub fn connect_path_timeout(path: &Path, timeout: Duration) -> Result<Client, Error> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let pid = pid_of_socket(path);
         let what = || format!("connect to {}", path.display());
-        let s = UnixStream::connect(path).map_err(|e| {
-            let reason = match e.kind() {
-                std::io::ErrorKind::ConnectionRefused => {
-                    format!("{e} (a stale socket: its process has exited)")
-                }
-                std::io::ErrorKind::PermissionDenied => {
-                    format!("{e} (the socket belongs to another user)")
-                }
-                _ => e.to_string(),
-            };
-            ctl_err(what(), reason)
-        })?;
+        let s = sched::connect_unix(path, timeout)
+            .map_err(|e| ctl_err(what(), connect_failure(path, pid, &e, timeout)))?;
         let uid = sched::peer_uid(s.as_fd()).map_err(|e| ctl_err(what(), e))?;
         if uid != sched::euid() {
             return Err(ctl_err(
                 what(),
                 format!(
-                    "the server runs as uid {uid}, not as us (uid {}); not talking to it",
+                    "refused: the server runs as uid {uid}, not as us (uid {}); not talking to it",
                     sched::euid()
                 ),
             ));
         }
-        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-        let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
+        s.set_read_timeout(Some(timeout))
+            .and_then(|()| s.set_write_timeout(Some(timeout)))
+            .map_err(|e| ctl_err(what(), e))?;
         let out = s.try_clone().map_err(|e| ctl_err(what(), e))?;
         Ok(Client {
             out,
             reader: BufReader::new(s),
             path: path.to_path_buf(),
+            pid,
+            timeout,
         })
+    }
+
+    /// An I/O error of a request, with what it means.
+    fn io_failure(&self, e: &std::io::Error) -> String {
+        use std::io::ErrorKind as K;
+        match (e.kind(), self.pid) {
+            (K::WouldBlock | K::TimedOut, Some(pid)) => format!(
+                "not answering: pid {pid} did not reply within {:?}: {}",
+                self.timeout,
+                why_silent(pid)
+            ),
+            (K::WouldBlock | K::TimedOut, None) => {
+                format!("not answering: no reply within {:?}", self.timeout)
+            }
+            (K::BrokenPipe | K::ConnectionReset, Some(pid)) => match proc_info(pid) {
+                Some(p) if p.state != Some('Z') => {
+                    format!("the server of pid {pid} closed the connection ({e})")
+                }
+                _ => format!("exited: pid {pid} exited while we talked to it ({e})"),
+            },
+            _ => e.to_string(),
+        }
     }
 
     /// Sends raw bytes (a newline is added if missing) and returns the raw
@@ -792,7 +1067,10 @@ impl Client {
     /// returned even when the send itself failed.
     #[doc(hidden)]
     pub fn raw(&mut self, line: &[u8]) -> Result<String, Error> {
-        let what = || format!("request to {}", self.path.display());
+        let what = || match self.pid {
+            Some(pid) => format!("request to pid {pid}"),
+            None => format!("request to {}", self.path.display()),
+        };
         let mut v = line.to_vec();
         if v.last() != Some(&b'\n') {
             v.push(b'\n');
@@ -812,9 +1090,9 @@ impl Client {
                 what(),
                 format!("reply longer than {MAX_REPLY} bytes"),
             )),
-            (_, Err(e)) => Err(ctl_err(what(), e)),
+            (_, Err(e)) => Err(ctl_err(what(), self.io_failure(&e))),
             (Ok(_), Ok(())) => Err(ctl_err(what(), "the server closed the connection")),
-            (Err(e), Ok(())) => Err(ctl_err(what(), e)),
+            (Err(e), Ok(())) => Err(ctl_err(what(), self.io_failure(&e))),
         }
     }
 
@@ -852,13 +1130,27 @@ impl Client {
     /// Writes a knob of the workqueue `workqueue` (see [`KNOBS`]); returns its
     /// attributes after the change.
     pub fn set(&mut self, workqueue: &str, knob: &str, value: &str) -> Result<WqAttrs, Error> {
-        self.request(&Request::Set {
+        Ok(self.set_knob(workqueue, knob, value)?.0)
+    }
+
+    /// As [`Client::set`], and whether the workqueue is unbound (`None` from
+    /// a server too old to say): a bound workqueue's only attribute of its
+    /// own is `max_active`.
+    pub fn set_knob(
+        &mut self,
+        workqueue: &str,
+        knob: &str,
+        value: &str,
+    ) -> Result<(WqAttrs, Option<bool>), Error> {
+        let r = self.request(&Request::Set {
             workqueue: workqueue.into(),
             knob: knob.into(),
             value: value.into(),
-        })?
-        .attrs
-        .ok_or_else(|| ctl_err("set", "the reply carries no attributes"))
+        })?;
+        let attrs = r
+            .attrs
+            .ok_or_else(|| ctl_err("set", "the reply carries no attributes"))?;
+        Ok((attrs, r.unbound))
     }
 }
 

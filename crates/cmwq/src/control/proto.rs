@@ -81,6 +81,10 @@ pub struct Response {
     /// The workqueue's attributes after a `set`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attrs: Option<WqAttrs>,
+    /// After a `set`: whether the workqueue is unbound (a bound one has only
+    /// `max_active` of the attributes; the others are not its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unbound: Option<bool>,
 }
 
 impl Response {
@@ -92,6 +96,7 @@ impl Response {
             error: None,
             snapshot: None,
             attrs: None,
+            unbound: None,
         }
     }
 
@@ -144,8 +149,9 @@ pub fn handle_line(line: &[u8]) -> Response {
             knob,
             value,
         } => match set_knob(&workqueue, &knob, &value) {
-            Ok(attrs) => Response {
+            Ok((attrs, unbound)) => Response {
                 attrs: Some(attrs),
+                unbound: Some(unbound),
                 ..Response::ok()
             },
             Err(e) => Response::err(e),
@@ -153,8 +159,9 @@ pub fn handle_line(line: &[u8]) -> Response {
     }
 }
 
-/// Writes `knob` of the workqueue named `name`, as the sysfs file would.
-fn set_knob(name: &str, knob: &str, value: &str) -> Result<WqAttrs, String> {
+/// Writes `knob` of the workqueue named `name`, as the sysfs file would;
+/// returns its attributes after the change and whether it is unbound.
+fn set_knob(name: &str, knob: &str, value: &str) -> Result<(WqAttrs, bool), String> {
     if !KNOBS.contains(&knob) {
         return Err(format!(
             "unknown knob {knob:?}: expected one of {}",
@@ -172,7 +179,7 @@ fn set_knob(name: &str, knob: &str, value: &str) -> Result<WqAttrs, String> {
         }
     };
     apply(&wq, knob, value.trim()).map_err(|e| format!("{name}: {knob}={value:?} refused: {e}"))?;
-    Ok(wq.attrs())
+    Ok((wq.attrs(), wq.flags().contains(crate::WqFlags::UNBOUND)))
 }
 
 /// Writes the attribute `knob` of `wq` as writing its sysfs file

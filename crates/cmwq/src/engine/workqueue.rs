@@ -700,6 +700,13 @@ fn system_topology() -> &'static Arc<Topology> {
     })
 }
 
+impl WqInner {
+    /// The CPUs builds use, for `check_env` (which checks what a build would).
+    pub(crate) fn machine_online() -> &'static [usize] {
+        system_topology().online()
+    }
+}
+
 impl WorkqueueBuilder {
     /// Sets flags (ORs them in).
     pub fn flags(mut self, f: WqFlags) -> Self {
@@ -959,7 +966,7 @@ impl WorkqueueBuilder {
         if self.cache_shard_size == Some(0) {
             return Err(Error::InvalidCacheShardSize(0));
         }
-        let params = crate::params::params()?;
+        let params = crate::params::for_build(system_topology().online())?;
         if params.control {
             (super::hooks().control_autostart)();
         }

@@ -34,11 +34,13 @@ impl Mode {
         }
     }
 
-    /// The process-wide default: [`QPW_ENV`] read once (unset: `Local`). A bad
+    /// The process-wide default: [`QPW_ENV`] read once (unset or empty: `Local`). A bad
     /// value is an error naming the variable and the value, every time it is asked.
     pub fn from_env() -> Result<Mode, PercpuError> {
         static MODE: OnceLock<Result<Mode, PercpuError>> = OnceLock::new();
         MODE.get_or_init(|| match std::env::var(QPW_ENV) {
+            // Empty means unset, as for every CMWQ_* variable.
+            Ok(v) if v.trim().is_empty() => Ok(Mode::Local),
             Ok(v) => parse_qpw(&v),
             Err(std::env::VarError::NotPresent) => Ok(Mode::Local),
             Err(std::env::VarError::NotUnicode(v)) => Err(PercpuError::BadEnv {
