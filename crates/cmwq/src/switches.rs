@@ -180,10 +180,10 @@ pub(crate) fn probe_from_start() -> bool {
     mode() == MODE_SWITCH
 }
 
-/// Whether a pool whose worker was seen asleep through `/proc` should have
-/// its workers open probes.
-pub(crate) fn probe_on_sleep() -> bool {
-    mode() == MODE_AUTO
+/// Whether workers may open probes at all (`auto` or `switch`, and no
+/// refusal seen yet).
+pub(crate) fn probes_allowed() -> bool {
+    matches!(mode(), MODE_AUTO | MODE_SWITCH)
 }
 
 /// Whether the `/proc` sampler may look at workers (it serves those with no probe).

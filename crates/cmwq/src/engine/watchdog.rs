@@ -17,12 +17,12 @@
 //!   clock is the thread's CPU time, so an item that sleeps is not mistaken for
 //!   one that burns.
 //! - **Sleeping workers** (`wq_worker_sleeping`, see `pool/sleep.rs` and
-//!   `crate::switches`): after each tick, and every `LOOK`
-//!   (1 ms) while a concurrency-managed pool has waiting work, the watchdog
+//!   `crate::switches`): after each tick, and every `LOOK` (1 ms) while a
+//!   concurrency-managed pool seen to block has waiting work, the watchdog
 //!   reads each counted busy worker's last context-switch record (no
-//!   syscall; the `/proc/self/task/<tid>/stat` sampler where the kernel
-//!   refused a probe); one found asleep leaves `nr_running` and another
-//!   worker is kicked. It counts again once it is seen running, or when its
+//!   syscall), or `/proc/self/task/<tid>/stat` for a worker without one (a
+//!   pool not seen to block yet, or perf refused); one found asleep leaves
+//!   `nr_running` and another worker is kicked. It counts again once it is seen running, or when its
 //!   item ends. The queue path makes the same look at the lane's runner, so
 //!   this look only covers items queued before their worker fell asleep.
 //! - **Forward progress**: a pool with waiting work, nothing running it and no
@@ -38,9 +38,9 @@
 //! other, and `unpark` before `park` leaves a token.
 //!
 //! The cost on the hot path is one atomic add and one load per worker wakeup
-//! (not per item), and nothing while the watchdog runs. The looks cost one
-//! wakeup of this thread per millisecond, only while work waits on a managed
-//! pool.
+//! (not per item), and nothing while the watchdog runs. The fast looks cost
+//! one wakeup of this thread per millisecond, only while work waits on a
+//! managed pool whose items were seen to block.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -163,7 +163,8 @@ fn run() {
             // A poke (a pool that could not start a worker) cuts it short.
             std::thread::park_timeout(wait);
         }
-        if last_tick.elapsed() >= TICK {
+        let tick = last_tick.elapsed() >= TICK;
+        if tick {
             last_tick = Instant::now();
             TICKS.fetch_add(1, Ordering::Relaxed);
             // Clear before the sweep: a failure during or after it sets it again.
@@ -172,7 +173,7 @@ fn run() {
                 STARVING.store(true, Ordering::SeqCst);
             }
         }
-        look = super::pool::look_all();
+        look = super::pool::look_all(tick);
         LOOKS.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -309,12 +309,13 @@ pub(crate) struct Pool {
     /// under `L:`. `Relaxed`: a hint; a borrower takes the lender's lock and
     /// checks again before it takes a worker.
     lendable: Lendable,
-    /// A: its workers read their context-switch records (see [`sleep`]):
-    /// from the start with `CMWQ_BLOCK_DETECT=switch`, else once the `/proc`
-    /// sampler saw one of them sleep in an item. Never cleared. `Relaxed`: a
-    /// setting; a worker that reads it late opens its probe one busy spell
-    /// later.
-    probing: AtomicBool,
+    /// A: its items were seen to block (the `/proc` sampler found a worker
+    /// asleep in one), or `CMWQ_BLOCK_DETECT=switch` says to act as if they
+    /// had: its workers read their context-switch records where perf allows,
+    /// and the watchdog looks at it every millisecond while work waits (see
+    /// [`sleep`]). Never cleared. `Relaxed`: a setting; a worker that reads it
+    /// late opens its probe one busy spell later.
+    blocks: AtomicBool,
     /// A: worker threads that could not be created (`Relaxed`: a counter).
     pub create_failed: AtomicU64,
     /// A: workers that could not take the pool's priority (`Relaxed`: a counter).
@@ -810,7 +811,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
         }),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
-        probing: AtomicBool::new(crate::switches::probe_from_start()),
+        blocks: AtomicBool::new(crate::switches::probe_from_start()),
         create_failed: AtomicU64::new(0),
         prio_failed: AtomicU64::new(0),
         workers_lost: AtomicU64::new(0),

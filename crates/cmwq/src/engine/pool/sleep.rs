@@ -15,7 +15,9 @@
 //! the watchdog's look, outside the pool lock, and only once it has stayed on
 //! one item since the previous look (a pool of short items costs no reads).
 //! The first sleep the sampler sees in a pool turns probes on for its
-//! workers (`Pool::probing`).
+//! workers (`Pool::blocks`) and puts the pool on the 1 ms look; a pool whose
+//! items were never seen to block is looked at once per tick (10 ms), so it
+//! pays neither for records nor for the faster look.
 //!
 //! Why both places: the queue path sees a sleeper the moment new work needs
 //! its CPU (an item queued behind a worker asleep in a 2 ms read starts
@@ -132,16 +134,18 @@ impl PoolInner {
 impl Pool {
     /// Whether this pool's workers should open switch probes.
     pub(super) fn probe_wanted(&self) -> bool {
-        self.probing.load(Ordering::Relaxed)
+        self.blocks.load(Ordering::Relaxed) && switches::probes_allowed()
     }
 
     /// The `/proc` sampler saw a worker of this pool sleep in an item: from
-    /// now on its workers read their switch records (`CMWQ_BLOCK_DETECT=auto`).
-    /// Called outside the pool lock.
-    fn start_probing(&self) {
-        if switches::probe_on_sleep() && !self.probing.load(Ordering::Relaxed) {
-            switches::keep_tracking();
-            self.probing.store(true, Ordering::Relaxed);
+    /// now on its workers read their switch records and the pool is looked at
+    /// every [`LOOK`]. Called outside the pool lock.
+    fn note_blocks(&self) {
+        if !self.blocks.load(Ordering::Relaxed) {
+            if switches::probes_allowed() {
+                switches::keep_tracking();
+            }
+            self.blocks.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -161,11 +165,13 @@ struct ProcLook {
 }
 
 impl Pool {
-    /// The watchdog's look at this pool (see the module docs). Returns when
-    /// it wants to look again: `None` when nothing here needs looking at (not
-    /// managed, or no waiting work and no worker out for a sleep).
-    pub(crate) fn look(&'static self, mono: &mut LazyMono) -> Option<Duration> {
-        if !self.managed {
+    /// The watchdog's look at this pool (see the module docs); between ticks
+    /// (`tick` false) only at a pool seen to block. Returns when it wants to
+    /// look again before the next tick: `None` when nothing here needs it
+    /// (not managed, never seen to block, or no waiting work and no worker out
+    /// for a sleep).
+    pub(crate) fn look(&'static self, mono: &mut LazyMono, tick: bool) -> Option<Duration> {
+        if !self.managed || !(tick || self.blocks.load(Ordering::Relaxed)) {
             return None;
         }
         let mut g = self.lock();
@@ -244,9 +250,9 @@ impl Pool {
             w.run(self);
         }
         if slept {
-            self.start_probing();
+            self.note_blocks();
         }
-        Some(next)
+        self.blocks.load(Ordering::Relaxed).then_some(next)
     }
 
     /// Worker `i` just left `nr_running` (asleep, or a CPU hog): wake a
@@ -268,9 +274,11 @@ impl Pool {
     }
 }
 
-/// The watchdog's look over every pool. Returns when to look again (`None`:
-/// no pool needs it, the watchdog goes back to its tick).
-pub(crate) fn look_all() -> Option<Duration> {
+/// The watchdog's look over every pool (`tick`: right after a tick, when
+/// every managed pool is looked at; between ticks only those seen to block).
+/// Returns when to look again (`None`: no pool needs it before the next
+/// tick).
+pub(crate) fn look_all(tick: bool) -> Option<Duration> {
     if !switches::sampler_enabled() {
         return None;
     }
@@ -278,7 +286,7 @@ pub(crate) fn look_all() -> Option<Duration> {
     let mut mono = LazyMono::default();
     let mut next: Option<Duration> = None;
     for p in POOLS[..n].iter().filter_map(|c| c.get()) {
-        if let Some(d) = p.look(&mut mono) {
+        if let Some(d) = p.look(&mut mono, tick) {
             next = Some(next.map_or(d, |n| n.min(d)));
         }
     }
