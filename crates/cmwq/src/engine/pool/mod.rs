@@ -59,6 +59,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 mod lane;
+mod lockup;
 mod manage;
 mod snap;
 mod tick;
@@ -66,6 +67,7 @@ mod worker;
 
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
+pub use lockup::{set_cm_exempt, set_watchdog_thresh, watchdog_thresh};
 pub(crate) use snap::pool_snaps;
 pub(crate) use tick::tick_all;
 pub use tick::{BlockingGuard, blocking};
@@ -183,6 +185,11 @@ struct WorkerSlot {
     last_start: Option<Instant>,
     /// L: woken to help this lane pool of the pod (a spread, see [`lane`]).
     guest_for: Option<&'static Pool>,
+    /// L: what names `current` in a lockup report (see [`lockup`]).
+    label: super::work::Label,
+    /// L: hidden from concurrency management (its thread cleared the
+    /// kernel's `PF_WQ_WORKER`, see [`set_cm_exempt`]).
+    cm_exempt: bool,
 }
 
 impl WorkerSlot {
@@ -204,6 +211,8 @@ impl WorkerSlot {
             lane: 0,
             last_start: None,
             guest_for: None,
+            label: super::work::Label::Static(""),
+            cm_exempt: false,
         }
     }
 }
@@ -273,6 +282,8 @@ pub(crate) struct PoolInner {
     /// L: since when work has waited with no worker to run it and none could be
     /// started (mayday after `MAYDAY_INITIAL_TIMEOUT`).
     starving_since: Option<Instant>,
+    /// L: the lockup watchdog's view of the pool (see [`lockup`]).
+    lockup: lockup::Watch,
 }
 
 /// A worker pool.
@@ -774,6 +785,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
             progress: 0,
             tick_progress: 0,
             starving_since: None,
+            lockup: lockup::Watch::default(),
         }),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
