@@ -431,6 +431,24 @@ mod tests {
     }
 
     #[test]
+    fn set_param_writes_the_module_parameters() {
+        let before = crate::watchdog_thresh();
+        let r = handle_line(br#"{"op":"set_param","param":"watchdog_thresh","value":" 12 "}"#);
+        assert_eq!(r.value.as_deref(), Some("12"), "{r:?}");
+        assert_eq!(crate::watchdog_thresh(), 12);
+        let r = handle_line(br#"{"op":"set_param","param":"watchdog_thresh","value":"1.5"}"#);
+        assert!(r.error.unwrap().contains("whole number of seconds"));
+        assert_eq!(
+            crate::watchdog_thresh(),
+            12,
+            "a refused value changes nothing"
+        );
+        let r = handle_line(br#"{"op":"set_param","param":"colour","value":"1"}"#);
+        assert!(r.error.unwrap().contains("unknown parameter \"colour\""));
+        crate::set_watchdog_thresh(before);
+    }
+
+    #[test]
     fn set_names_the_problem() {
         let r = handle_line(br#"{"op":"set","workqueue":"no such wq","knob":"nice","value":"0"}"#);
         assert_eq!(
