@@ -173,6 +173,101 @@ pub extern "C" fn cmwq_kc_set_current(task: *mut c_void) {
     CURRENT.with(|c| c.set(task));
 }
 
+/// The kernel's `PF_WQ_WORKER` (`linux/sched.h`): the task is a workqueue worker.
+const PF_WQ_WORKER: u32 = 0x20;
+
+thread_local! {
+    /// A worker thread's `struct task_struct`, made the first time its
+    /// callback reads `current` (zeroed, `flags` first: see `linux/sched.h`).
+    static WORKER_TASK: std::cell::RefCell<Option<Box<[u64]>>> =
+        const { std::cell::RefCell::new(None) };
+    /// The engine was told this worker is hidden (`PF_WQ_WORKER` cleared).
+    static HIDDEN: Cell<bool> = const { Cell::new(false) };
+    /// The blocking annotations of `cmwq_kc_block_begin`, innermost last.
+    static BLOCKED: std::cell::RefCell<Vec<cmwq::BlockingGuard>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `current` on a worker thread that runs a C callback: its task (`size`
+/// bytes, zeroed, with `flags` = `PF_WQ_WORKER`), made on first use and
+/// freed when the thread exits; NULL on any other thread. The header fills
+/// in the rest.
+#[unsafe(no_mangle)]
+pub extern "C" fn cmwq_kc_worker_task(size: usize) -> *mut c_void {
+    if !crate::work::in_callback() {
+        return std::ptr::null_mut();
+    }
+    let p = WORKER_TASK.with(|t| {
+        let mut t = t.borrow_mut();
+        let task = t.get_or_insert_with(|| {
+            let mut v = vec![0u64; size.div_ceil(8).max(1)].into_boxed_slice();
+            let mut first = [0u8; 8];
+            first[..4].copy_from_slice(&PF_WQ_WORKER.to_ne_bytes());
+            v[0] = u64::from_ne_bytes(first);
+            v
+        });
+        task.as_mut_ptr() as *mut c_void
+    });
+    cmwq_kc_set_current(p);
+    p
+}
+
+/// The `flags` word of this worker's task (its first field), if it has one.
+fn worker_flags() -> Option<u32> {
+    WORKER_TASK.with(|t| {
+        t.borrow().as_ref().map(|v| {
+            let b = v[0].to_ne_bytes();
+            u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+        })
+    })
+}
+
+/// Tells the engine whether the calling worker cleared `PF_WQ_WORKER` from
+/// `current->flags` (hidden from concurrency management) or set it again.
+/// The kcompat headers call it before they sleep.
+#[unsafe(no_mangle)]
+pub extern "C" fn cmwq_kc_worker_sync() {
+    let Some(flags) = worker_flags() else {
+        return;
+    };
+    let hide = flags & PF_WQ_WORKER == 0;
+    if hide != HIDDEN.with(Cell::get) && cmwq::set_cm_exempt(hide) {
+        HIDDEN.with(|h| h.set(hide));
+    }
+}
+
+/// A kcompat sleep begins (`wait_event`): the worker counts as blocked, as
+/// the scheduler's `wq_worker_sleeping` makes it, unless it cleared
+/// `PF_WQ_WORKER`. Pairs with [`cmwq_kc_block_end`].
+#[unsafe(no_mangle)]
+pub extern "C" fn cmwq_kc_block_begin() {
+    cmwq_kc_worker_sync();
+    BLOCKED.with(|b| b.borrow_mut().push(cmwq::BlockingGuard::new()));
+}
+
+/// The sleep of the last [`cmwq_kc_block_begin`] ended.
+#[unsafe(no_mangle)]
+pub extern "C" fn cmwq_kc_block_end() {
+    let g = BLOCKED.with(|b| b.borrow_mut().pop());
+    drop(g);
+}
+
+/// A C callback returned: the worker is a worker again (`PF_WQ_WORKER` set,
+/// and shown to the engine) for its next item.
+pub(crate) fn worker_item_done() {
+    WORKER_TASK.with(|t| {
+        if let Some(v) = t.borrow_mut().as_mut() {
+            let mut b = v[0].to_ne_bytes();
+            let flags = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) | PF_WQ_WORKER;
+            b[..4].copy_from_slice(&flags.to_ne_bytes());
+            v[0] = u64::from_ne_bytes(b);
+        }
+    });
+    if HIDDEN.with(|h| h.replace(false)) {
+        cmwq::set_cm_exempt(false);
+    }
+}
+
 /// Names the calling thread (first 15 bytes) and, when `cpu >= 0`, binds it
 /// to that CPU. 0 or `-errno`.
 ///

@@ -51,6 +51,7 @@
 //! items at once, on the free lists when idle.
 
 mod kcompat;
+mod symbols;
 mod sysfs;
 mod tsan;
 mod work;

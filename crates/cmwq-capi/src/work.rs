@@ -108,6 +108,10 @@ pub(crate) struct Carrier {
     /// The ordered queue the last queueing went to ([`CWq::order_point`]),
     /// 0 for any other: where the callback hands over to the queue's next.
     order: AtomicUsize,
+    /// The C function the carrier last ran or was queued for: what a lockup
+    /// report names it by (read from the carrier, never from the
+    /// `work_struct`, which may be freed by then).
+    func: AtomicUsize,
     dw: OnceLock<DelayedWork>,
 }
 
@@ -172,6 +176,7 @@ fn run(c: &'static Carrier) {
         if f == 0 {
             eprintln!("cmwq: work item {ws:p} has no function (INIT_WORK missing?)");
         } else {
+            c.func.store(f, Ordering::Relaxed);
             let prev = CURRENT.with(|cur| cur.replace(ws));
             // SAFETY: `func` was written by INIT_WORK from a `work_func_t`,
             // and it is called with the item it was set on, as the kernel does.
@@ -180,6 +185,9 @@ fn run(c: &'static Carrier) {
                 f(ws);
             }
             CURRENT.with(|cur| cur.set(prev));
+            // A callback that cleared PF_WQ_WORKER is a worker again for the
+            // next item (the kernel's sample restores it itself).
+            crate::kcompat::worker_item_done();
         }
     }
     // From here on `ws` may be freed: only the carrier is touched.
@@ -247,9 +255,14 @@ fn take_carrier() -> &'static Carrier {
         owner: AtomicUsize::new(0),
         next: AtomicPtr::new(std::ptr::null_mut()),
         order: AtomicUsize::new(0),
+        func: AtomicUsize::new(0),
         dw: OnceLock::new(),
     }));
-    let _ = c.dw.set(DelayedWork::new(move || run(c)));
+    // Carriers are never freed, so neither is their label.
+    let label: &'static (dyn Fn() -> String + Send + Sync) = Box::leak(Box::new(move || {
+        crate::symbols::name(c.func.load(Ordering::Relaxed))
+    }));
+    let _ = c.dw.set(DelayedWork::with_label(move || run(c), label));
     c
 }
 
@@ -339,7 +352,10 @@ fn queue(wq: &CWq, ws: &WorkStruct, cpu: c_int, delay: Duration) -> bool {
         if l.disabled() {
             return false;
         }
-        find_or_lend(&l)
+        let c = find_or_lend(&l);
+        c.func
+            .store(ws.func.load(Ordering::Relaxed), Ordering::Relaxed);
+        c
     };
     // From here on `ws` is not touched: once queued, its callback may free it.
     tsan::release(c.addr());
@@ -484,6 +500,11 @@ fn wait_on(ws: &WorkStruct, f: impl FnOnce(&DelayedWork) -> bool, steals: bool) 
     tsan::acquire(c.addr());
     c.put(if steals && r { -1 } else { 0 });
     r
+}
+
+/// Whether the calling thread runs a C work item's callback now.
+pub(crate) fn in_callback() -> bool {
+    !CURRENT.with(|c| c.get()).is_null()
 }
 
 /// Waiting for an item from its own callback would never end: say so and

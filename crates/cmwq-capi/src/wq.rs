@@ -58,6 +58,45 @@ pub(crate) fn with_sysfs<R>(name: &str, f: impl FnOnce(&CWq) -> R) -> Option<R> 
     Some(f(unsafe { &*(addr as *const CWq) }))
 }
 
+/// The kernel's `WQ_NAME_LEN`: a name keeps at most 31 bytes.
+const WQ_NAME_LEN: usize = 32;
+
+/// The queue's name from C: NULL is the empty name (what `alloc_workqueue`
+/// makes of a NULL format); a longer name than `WQ_NAME_LEN - 1` bytes is
+/// cut, saying so on stderr once per process, in the kernel's words
+/// (`pr_warn_once`).
+///
+/// # Safety
+///
+/// `name` is NULL or a NUL-terminated string.
+unsafe fn c_name(name: *const c_char) -> String {
+    if name.is_null() {
+        return String::new();
+    }
+    // SAFETY: the caller's promise.
+    let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+    if bytes.len() < WQ_NAME_LEN {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let cut = String::from_utf8_lossy(&bytes[..WQ_NAME_LEN - 1]).into_owned();
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| eprintln!("workqueue: name exceeds WQ_NAME_LEN. Truncating to: {cut}"));
+    cut
+}
+
+/// `max_active` clamped to 1..=`WQ_MAX_ACTIVE`, saying so on stderr when it
+/// was out of range, in the kernel's words (`wq_clamp_max_active`).
+fn clamp_max_active(name: &str, max_active: c_int) -> usize {
+    let lim = MAX_ACTIVE as c_int;
+    if !(1..=lim).contains(&max_active) {
+        eprintln!(
+            "workqueue: max_active {max_active} requested for {name} is out of range, \
+             clamping between 1 and {lim}"
+        );
+    }
+    max_active.clamp(1, lim) as usize
+}
+
 fn build(name: &str, flags: c_uint, max_active: c_int) -> Result<Workqueue, cmwq::Error> {
     let mut b = Workqueue::builder(name).priority_fallback(true);
     // WQ_BH: user space has no softirq context; a bound queue runs the items
@@ -71,7 +110,7 @@ fn build(name: &str, flags: c_uint, max_active: c_int) -> Result<Workqueue, cmwq
         }
         // The kernel clamps max_active to 1..=WQ_MAX_ACTIVE; 0 is the default.
         if max_active != 0 {
-            b = b.max_active((max_active.max(1) as usize).min(MAX_ACTIVE));
+            b = b.max_active(clamp_max_active(name, max_active));
         }
     }
     if flags & WQ_FREEZABLE != 0 {
@@ -91,11 +130,14 @@ fn build(name: &str, flags: c_uint, max_active: c_int) -> Result<Workqueue, cmwq
 
 /// `alloc_workqueue` once the header has formatted the name: NULL (with a
 /// line on stderr saying why) when the queue cannot be made, or when
-/// `WQ_SYSFS` is asked for a name another `WQ_SYSFS` queue has.
+/// `WQ_SYSFS` is asked for a name another `WQ_SYSFS` queue has. A NULL
+/// `name` is the empty name; a name is cut to 31 bytes and `max_active`
+/// clamped to 1..=`WQ_MAX_ACTIVE`, each saying so on stderr (see
+/// [`c_name`], [`clamp_max_active`]).
 ///
 /// # Safety
 ///
-/// `name` is a NUL-terminated string.
+/// `name` is NULL or a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cmwq_alloc_workqueue(
     name: *const c_char,
@@ -103,9 +145,7 @@ pub unsafe extern "C" fn cmwq_alloc_workqueue(
     max_active: c_int,
 ) -> *mut CWq {
     // SAFETY: the caller's promise.
-    let name = unsafe { CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned();
+    let name = unsafe { c_name(name) };
     let sysfs = flags & WQ_SYSFS != 0;
     let mut reg = SYSFS.lock().unwrap_or_else(|e| e.into_inner());
     if sysfs && reg.iter().any(|(n, _)| *n == name) {
@@ -191,7 +231,8 @@ pub unsafe extern "C" fn drain_workqueue(wq: *mut CWq) {
 }
 
 /// `workqueue_set_max_active`: clamped to 1..=`WQ_MAX_ACTIVE` as the kernel
-/// does; refused (with a line on stderr) for an ordered queue.
+/// does (saying so on stderr); refused (with a line on stderr) for an
+/// ordered queue.
 ///
 /// # Safety
 ///
@@ -200,7 +241,7 @@ pub unsafe extern "C" fn drain_workqueue(wq: *mut CWq) {
 pub unsafe extern "C" fn workqueue_set_max_active(wq: *mut CWq, max_active: c_int) {
     // SAFETY: the caller's promise.
     let w = unsafe { &*wq };
-    let n = (max_active.max(1) as usize).min(MAX_ACTIVE);
+    let n = clamp_max_active(&w.name, max_active);
     if let Err(e) = w.wq.set_max_active(n) {
         eprintln!(
             "cmwq: workqueue_set_max_active({:?}, {max_active}): {e}",

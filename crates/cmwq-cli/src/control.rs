@@ -107,9 +107,11 @@ pub struct SetArgs {
     /// The process (see `cmwq ps`).
     #[arg(long)]
     pub pid: u32,
-    /// The workqueue's name.
+    /// The workqueue's name; `workqueue` for a process-wide parameter (as
+    /// /sys/module/workqueue/parameters/).
     pub workqueue: String,
-    /// affinity_scope, affinity_strict, cpumask, cpus, nice or max_active.
+    /// affinity_scope, affinity_strict, cpumask, cpus, nice or max_active;
+    /// after `workqueue`: watchdog_thresh or cpu_intensive_thresh_us.
     pub knob: String,
     /// The value, as written to the kernel's sysfs file (`cpus` is a cpu
     /// list). `cpumask` is hex in the sysfs form (`00000001,00000000`) or as
@@ -771,6 +773,9 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
 /// `cpus`, else as `cmwq dump` prints masks).
 pub fn set(a: SetArgs) -> Result<(), String> {
     let value = a.value.join(" ");
+    if control::PARAMS.contains(&a.knob.as_str()) {
+        return set_param(&a, &value);
+    }
     let mut c = Client::connect_timeout(a.pid, a.timeout.get()?).map_err(|e| e.to_string())?;
     let (attrs, unbound) = c
         .set_knob(&a.workqueue, &a.knob, &value)
@@ -826,6 +831,29 @@ fn ps_probe(
         ),
         Err(e) => (None, None, format!("unreachable: {e}")),
     }
+}
+
+/// `cmwq set --pid P workqueue PARAM VALUE`: a process-wide parameter, named
+/// as the kernel's `/sys/module/workqueue/parameters/PARAM`.
+fn set_param(a: &SetArgs, value: &str) -> Result<(), String> {
+    if a.workqueue != "workqueue" {
+        return Err(format!(
+            "{} is a process-wide parameter: write it as `cmwq set --pid {} workqueue {} {value}`",
+            a.knob, a.pid, a.knob
+        ));
+    }
+    let mut c = Client::connect_timeout(a.pid, a.timeout.get()?).map_err(|e| e.to_string())?;
+    let now = c.set_param(&a.knob, value).map_err(|e| e.to_string())?;
+    if a.json {
+        let doc = serde_json::json!({ "schema": SET_SCHEMA, "param": a.knob, "value": now });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!("workqueue.{}={now}", a.knob);
+    }
+    Ok(())
 }
 
 /// Runs `cmwq ps`.

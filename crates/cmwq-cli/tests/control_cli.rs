@@ -911,3 +911,37 @@ fn ps_asks_every_process_at_once() {
     assert_eq!(out.matches("not answering").count(), 25, "{out}");
     drop(listeners);
 }
+#[test]
+fn set_writes_the_process_wide_parameters_as_sys_module_workqueue() {
+    let mut p = Proc::start();
+    let pid = p.pid.to_string();
+    assert_eq!(p.dump().watchdog_thresh, 30, "the kernel's default");
+    let out = p.ok(&["set", "--pid", &pid, "workqueue", "watchdog_thresh", "7"]);
+    assert_eq!(out.trim(), "workqueue.watchdog_thresh=7");
+    assert_eq!(p.own_snapshot().watchdog_thresh, 7, "the child's own view");
+    let out = p.ok(&[
+        "set",
+        "--pid",
+        &pid,
+        "workqueue",
+        "cpu_intensive_thresh_us",
+        "20000",
+    ]);
+    assert_eq!(out.trim(), "workqueue.cpu_intensive_thresh_us=20000");
+    assert_eq!(p.own_snapshot().cpu_intensive_thresh_us, 20000);
+    let e = p.err(&["set", "--pid", &pid, "workqueue", "watchdog_thresh", "-1"]);
+    assert!(
+        e.contains("watchdog_thresh=\"-1\" refused") && e.contains("seconds"),
+        "{e}"
+    );
+    let e = p.err(&["set", "--pid", &pid, "events", "watchdog_thresh", "5"]);
+    assert!(
+        e.contains("process-wide parameter") && e.contains(" workqueue watchdog_thresh 5"),
+        "{e}"
+    );
+    assert_eq!(
+        p.own_snapshot().watchdog_thresh,
+        7,
+        "refused writes change nothing"
+    );
+}

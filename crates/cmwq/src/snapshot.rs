@@ -36,6 +36,10 @@ pub struct Snapshot {
     /// The CPU-intensive threshold, in microseconds
     /// (the kernel's `workqueue.cpu_intensive_thresh_us`).
     pub cpu_intensive_thresh_us: u64,
+    /// The lockup watchdog's threshold in seconds, 0: off (the kernel's
+    /// `workqueue.watchdog_thresh`, see [`crate::set_watchdog_thresh`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub watchdog_thresh: u64,
     /// The machine as the process's default workqueues see it.
     pub topology: TopologySnap,
     /// Every worker pool, by id.
@@ -142,6 +146,10 @@ pub struct PoolSnap {
     pub create_failed: u64,
     /// Workers that could not take the pool's priority.
     pub prio_failed: u64,
+    /// Times the lockup watchdog reported this pool stuck (`BUG: workqueue
+    /// lockup` on stderr).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub lockups: u64,
     /// One per real CPU of the pod (a bound pool has one): where items were
     /// queued and who ran them. Not in the kernel, which has one worklist per
     /// pool; see the README's "Where user space differs".
@@ -477,7 +485,7 @@ impl Snapshot {
             let s = self.pools.iter().map(|p| (pool_l(p), get(p).to_string()));
             family(&mut out, name, Gauge, None, help, s);
         }
-        let pool_counters: [(&str, &str, PoolGet); 3] = [
+        let pool_counters: [(&str, &str, PoolGet); 4] = [
             (
                 "cmwq_pool_repatriated",
                 "Workers moved onto another CPU of the pod when woken for it.",
@@ -492,6 +500,11 @@ impl Snapshot {
                 "cmwq_pool_prio_failed",
                 "Workers that could not take the pool's priority.",
                 |p| p.prio_failed,
+            ),
+            (
+                "cmwq_pool_lockups",
+                "Times the lockup watchdog reported the pool stuck (BUG: workqueue lockup).",
+                |p| p.lockups,
             ),
         ];
         for (name, help, get) in pool_counters {

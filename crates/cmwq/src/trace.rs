@@ -29,6 +29,7 @@
 //! | `worker sleeps in a work item` | INFO | `pool`, `tid`, `workqueue` |
 //! | `workqueue attributes changed` | INFO | `workqueue`, `attrs` (or `max_active`) |
 //! | `priority fallback` | WARN | `workqueue`, `note` |
+//! | `workqueue lockup` | ERROR | `pool`, `stuck_s` |
 //!
 //! `worker culled`, `cpu-intensive work item` and `worker sleeps in a work
 //! item` fire with the pool's lock held, `workqueue attributes changed` with
@@ -160,4 +161,14 @@ pub(crate) fn priority_fallback(wq: &str, note: Option<&str>) {
     }
     #[cfg(not(feature = "tracing"))]
     let _ = (wq, note);
+}
+
+/// The lockup watchdog found pool `pool` stuck: items wait and none started
+/// for `stuck_s` seconds (the report itself goes to stderr).
+#[inline(always)]
+pub(crate) fn lockup(pool: u32, stuck_s: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::error!(target: "cmwq", pool, stuck_s, "workqueue lockup");
+    #[cfg(not(feature = "tracing"))]
+    let _ = (pool, stuck_s);
 }

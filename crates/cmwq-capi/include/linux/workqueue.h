@@ -50,6 +50,28 @@
  *   waiting out their timers.
  * - mod_delayed_work() wins against a racing queue_delayed_work(): it takes
  *   whatever cycle is pending until its own is queued, as the kernel does.
+ * - cancel_work_sync() / cancel_delayed_work_sync() / disable_work_sync()
+ *   of an item from its own callback is refused whole (the kernel would
+ *   wait for itself for ever): it prints the error above, returns false and
+ *   cancels nothing, so a cycle the callback queued or armed before the call
+ *   still runs after the callback returns. To drop such a cycle from the
+ *   callback, use cancel_work() / cancel_delayed_work(), which do not wait
+ *   (or do not re-arm it).
+ *
+ * AS IN THE KERNEL, SAID ONCE
+ *
+ * - alloc_workqueue(): a name longer than WQ_NAME_LEN - 1 (31) bytes is cut
+ *   to 31 ("workqueue: name exceeds WQ_NAME_LEN. Truncating to: ..." on
+ *   stderr, once per process); max_active outside 1..WQ_MAX_ACTIVE (0 is the
+ *   default, WQ_DFL_ACTIVE) is clamped into it, with a line on stderr each
+ *   time ("workqueue: max_active N requested for NAME is out of range,
+ *   clamping between 1 and 2048"), by workqueue_set_max_active() too.
+ *   cmwq_alloc_workqueue(NULL, ...) makes a queue with an empty name, as
+ *   alloc_workqueue(NULL, ...) does (a NULL format prints nothing).
+ * - destroy_workqueue() frees the queue: any later call with it
+ *   (queue_work(), flush_workqueue(), a second destroy_workqueue(), ...) is
+ *   a use after free, with undefined behaviour, as in the kernel. Run
+ *   AddressSanitizer (-fsanitize=address) to find one.
  *
  * WHAT USER SPACE CANNOT DO HERE
  *
@@ -220,7 +242,8 @@ __attribute__((format(printf, 1, 4)))
 static inline struct workqueue_struct *alloc_workqueue(const char *fmt, unsigned int flags,
 							int max_active, ...)
 {
-	char name[WQ_NAME_LEN];
+	/* One byte more than a name keeps: the library sees that it was cut. */
+	char name[WQ_NAME_LEN + 1];
 	va_list ap;
 
 	va_start(ap, max_active);

@@ -5,6 +5,9 @@
 # gcc), links it with -lcmwq (shared; plain mode also links one test
 # statically) and runs it; asan runs with leak detection on, tsan with the
 # header's acquire/release hand-off. Stops at the first failure.
+# Plain and asan also run stall_sample.c as a module (insmod to rmmod):
+# with CMWQ_WATCHDOG_THRESH=3 the lockup report must appear, then SIGTERM
+# unloads it: both items ran, its last line printed, exit 0.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 crate=$(cd "$here/../.." && pwd)
@@ -44,6 +47,35 @@ run() { # name, binary, args...
     echo "  $name: passed ($((SECONDS - start)) s)"
 }
 
+# stall_sample.c, loaded as a module; $1: binary, $2: the mode's environment.
+module_stall() {
+    local bin=$1 name=stall_sample-$2 log=$out/stall_sample-$2.log pid rc=0 i
+    shift 2
+    env "$@" CMWQ_WATCHDOG_THRESH=3 "$bin" >"$log" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do
+        grep -q '^BUG: workqueue lockup - pool ' "$log" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if ! grep -q '^BUG: workqueue lockup - pool cpus=[0-9]* node=[-0-9]* flags=0x[0-9a-f]* nice=-\?[0-9]* stuck for [0-9]*s!$' "$log"; then
+        kill -KILL "$pid" 2>/dev/null || true
+        cat "$log"; echo "FAILED: $name: no lockup report within 60 s"; exit 1
+    fi
+    # The report names the stuck worker's item and the one waiting behind it.
+    grep -q '^    in-flight: [0-9]*:holder_fn$' "$log" && grep -q '^    pending: behind_fn$' "$log" \
+        || { kill -KILL "$pid"; cat "$log"; echo "FAILED: $name: report lacks the items"; exit 1; }
+    grep -q 'behind_fn ran' "$log" && { kill -KILL "$pid"; cat "$log"; echo "FAILED: $name: behind ran during the stall"; exit 1; }
+    kill -TERM "$pid"
+    wait "$pid" || rc=$?
+    if [ "$rc" != 0 ] || [ "$(grep -c '^BUG: workqueue lockup' "$log")" != 1 ] \
+        || ! grep -q 'behind_fn ran' "$log" || ! grep -q 'holder_fn woken' "$log" \
+        || [ "$(tail -n 1 "$log")" != "stall_sample: unloaded, 2 items ran" ]; then
+        cat "$log"; echo "FAILED: $name: unload (exit $rc)"; exit 1
+    fi
+    echo "  $name: lockup reported once, unloaded on SIGTERM, exit 0"
+}
+
 for mode in "${modes[@]}"; do
     case $mode in
         plain) flags=(-O2 -g) env=() ;;
@@ -70,6 +102,11 @@ for mode in "${modes[@]}"; do
             [ "$rc" = 2 ] || { echo "FAILED: t_kcompat nosuchparam=1 exited $rc, expected 2"; exit 1; }
         fi
     done
+    if [ "$mode" != tsan ]; then
+        CMWQ_CAPI_LIB=$lib CFLAGS="${flags[*]} ${warn[*]}" "$crate/scripts/run-module.sh" \
+            -o "$out/stall_sample-$mode" "$here/stall_sample.c"
+        module_stall "$out/stall_sample-$mode" "$mode" "${env[@]}"
+    fi
     if [ "$mode" = plain ]; then
         # The static library too: what a static link needs besides libcmwq.a.
         "$CC" "${flags[@]}" "${warn[@]}" "${inc[@]}" "$here/t_basic.c" -o "$out/t_basic-static" \

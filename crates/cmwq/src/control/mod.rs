@@ -117,7 +117,7 @@ use crate::snapshot::Snapshot;
 use crate::sync::Mutex;
 use crate::types::WqAttrs;
 pub use proto::{
-    KNOBS, MAX_REQUEST, Request, Response, echo_cpumask, parse_hex_cpumask, store_attr,
+    KNOBS, MAX_REQUEST, PARAMS, Request, Response, echo_cpumask, parse_hex_cpumask, store_attr,
 };
 
 /// Connections served at once; more are told the server is busy.
@@ -1151,6 +1151,17 @@ impl Client {
             .attrs
             .ok_or_else(|| ctl_err("set", "the reply carries no attributes"))?;
         Ok((attrs, r.unbound))
+    }
+
+    /// Writes a process-wide parameter (see [`PARAMS`]); returns its value
+    /// after the change.
+    pub fn set_param(&mut self, param: &str, value: &str) -> Result<String, Error> {
+        self.request(&Request::SetParam {
+            param: param.into(),
+            value: value.into(),
+        })?
+        .value
+        .ok_or_else(|| ctl_err("set_param", "the reply carries no value"))
     }
 }
 

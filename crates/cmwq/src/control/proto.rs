@@ -8,7 +8,12 @@
 //! -> {"op":"set","workqueue":"io","knob":"affinity_scope","value":"numa"}
 //! <- {"ok":true,"pid":4242,"version":1,"attrs":{...}}
 //! <- {"ok":false,"pid":4242,"version":1,"error":"..."}
+//! -> {"op":"set_param","param":"watchdog_thresh","value":"5"}
+//! <- {"ok":true,"pid":4242,"version":1,"value":"5"}
 //! ```
+//!
+//! `set_param` writes a process-wide parameter, as writing
+//! `/sys/module/workqueue/parameters/<param>` does: one of [`PARAMS`].
 //!
 //! Knobs and values are those of the kernel's sysfs files
 //! (`/sys/devices/virtual/workqueue/<wq>/`): `affinity_scope` (a scope name or
@@ -44,6 +49,10 @@ pub const KNOBS: [&str; 6] = [
     "max_active",
 ];
 
+/// The process-wide parameters `set_param` accepts (the kernel's
+/// `/sys/module/workqueue/parameters/` files of the same names).
+pub const PARAMS: [&str; 2] = ["watchdog_thresh", "cpu_intensive_thresh_us"];
+
 /// A request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -59,6 +68,14 @@ pub enum Request {
         /// One of [`KNOBS`].
         knob: String,
         /// The value, as it would be written to the sysfs file.
+        value: String,
+    },
+    /// Write a process-wide parameter, as writing
+    /// `/sys/module/workqueue/parameters/<param>`.
+    SetParam {
+        /// One of [`PARAMS`].
+        param: String,
+        /// The value, as it would be written to the file.
         value: String,
     },
 }
@@ -85,6 +102,9 @@ pub struct Response {
     /// `max_active` of the attributes; the others are not its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unbound: Option<bool>,
+    /// The parameter's value after a `set_param` (as reading its file gives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
 }
 
 impl Response {
@@ -97,6 +117,7 @@ impl Response {
             snapshot: None,
             attrs: None,
             unbound: None,
+            value: None,
         }
     }
 
@@ -134,7 +155,7 @@ pub fn handle_line(line: &[u8]) -> Response {
         Ok(r) => r,
         Err(e) => {
             return Response::err(format!(
-                "malformed request: {e} (expected {{\"op\":\"ping\"|\"snapshot\"|\"set\", ...}})"
+                "malformed request: {e} (expected {{\"op\":\"ping\"|\"snapshot\"|\"set\"|\"set_param\", ...}})"
             ));
         }
     };
@@ -156,6 +177,41 @@ pub fn handle_line(line: &[u8]) -> Response {
             },
             Err(e) => Response::err(e),
         },
+        Request::SetParam { param, value } => match set_param(&param, value.trim()) {
+            Ok(value) => Response {
+                value: Some(value),
+                ..Response::ok()
+            },
+            Err(e) => Response::err(e),
+        },
+    }
+}
+
+/// Writes a process-wide parameter (one of [`PARAMS`]) and returns its value
+/// as its file would read afterwards.
+fn set_param(param: &str, value: &str) -> Result<String, String> {
+    let refused = |what: &str| format!("{param}={value:?} refused: expected {what}");
+    match param {
+        "watchdog_thresh" => {
+            let secs: u64 = value
+                .parse()
+                .map_err(|_| refused("a whole number of seconds (0 turns the watchdog off)"))?;
+            crate::set_watchdog_thresh(secs);
+            Ok(crate::watchdog_thresh().to_string())
+        }
+        "cpu_intensive_thresh_us" => {
+            let us: u64 = value
+                .parse()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| refused("a whole number of microseconds >= 1"))?;
+            crate::set_cpu_intensive_thresh(std::time::Duration::from_micros(us));
+            Ok(crate::cpu_intensive_thresh().as_micros().to_string())
+        }
+        _ => Err(format!(
+            "unknown parameter {param:?}: expected one of {}",
+            PARAMS.join(", ")
+        )),
     }
 }
 
@@ -379,6 +435,24 @@ mod tests {
             assert!(!r.ok, "{:?} was accepted", String::from_utf8_lossy(line));
             assert!(r.error.unwrap().starts_with("malformed request"));
         }
+    }
+
+    #[test]
+    fn set_param_writes_the_module_parameters() {
+        let before = crate::watchdog_thresh();
+        let r = handle_line(br#"{"op":"set_param","param":"watchdog_thresh","value":" 12 "}"#);
+        assert_eq!(r.value.as_deref(), Some("12"), "{r:?}");
+        assert_eq!(crate::watchdog_thresh(), 12);
+        let r = handle_line(br#"{"op":"set_param","param":"watchdog_thresh","value":"1.5"}"#);
+        assert!(r.error.unwrap().contains("whole number of seconds"));
+        assert_eq!(
+            crate::watchdog_thresh(),
+            12,
+            "a refused value changes nothing"
+        );
+        let r = handle_line(br#"{"op":"set_param","param":"colour","value":"1"}"#);
+        assert!(r.error.unwrap().contains("unknown parameter \"colour\""));
+        crate::set_watchdog_thresh(before);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub fn snapshot() -> Snapshot {
             Err(e) => format!("invalid ({e})"),
         },
         cpu_intensive_thresh_us: crate::cpu_intensive_thresh().as_micros() as u64,
+        watchdog_thresh: crate::watchdog_thresh(),
         topology,
         pools,
         workqueues,

@@ -289,6 +289,10 @@ where
     fn refused(&self) {
         self.never_ran(JoinError::Refused);
     }
+
+    fn label(&self) -> super::work::Label {
+        super::work::Label::Static(std::any::type_name::<F>())
+    }
 }
 
 /// The handle's view of a spawned job.
@@ -574,6 +578,10 @@ impl<F: FnOnce() + Send + 'static> Job for Detached<F> {
     fn refused(&self) {
         let f = self.f.lock().take();
         drop(f);
+    }
+
+    fn label(&self) -> super::work::Label {
+        super::work::Label::Static(std::any::type_name::<F>())
     }
 }
 

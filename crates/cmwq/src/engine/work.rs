@@ -48,12 +48,58 @@ pub(crate) trait Job: Send + Sync + 'static {
     /// of its closure now (its cell may be kept for reuse) and a spawned one
     /// tells its handle.
     fn refused(&self) {}
+
+    /// What the lockup report calls the item (the kernel prints its
+    /// callback's symbol): the callback's type, a closure's being named
+    /// after the function that made it.
+    fn label(&self) -> Label {
+        Label::Static(std::any::type_name::<Self>())
+    }
 }
 
 impl<F: Fn() + Send + Sync + 'static> Job for F {
     fn run(&self) -> bool {
         self();
         true
+    }
+}
+
+/// What names an item in a lockup report, taken by a worker when it starts
+/// the item (one call that returns a constant for a Rust callback) and read
+/// only when a report is printed.
+#[derive(Clone, Copy)]
+pub(crate) enum Label {
+    /// Known when the program was compiled: the callback's type.
+    Static(&'static str),
+    /// Found when asked: a C callback's symbol, looked up by the C API.
+    Lookup(&'static (dyn Fn() -> String + Send + Sync)),
+}
+
+impl Label {
+    /// The name, looked up now if it must be.
+    pub(crate) fn text(self) -> String {
+        match self {
+            Label::Static(s) => s.to_string(),
+            Label::Lookup(f) => f(),
+        }
+    }
+}
+
+/// A callback that names itself with a function of its own (the C API's
+/// carriers name the C function they call): see [`Work::with_label`].
+struct Labeled<F> {
+    f: F,
+    label: &'static (dyn Fn() -> String + Send + Sync),
+}
+
+impl<F: Fn() + Send + Sync + 'static> Job for Labeled<F> {
+    fn run(&self) -> bool {
+        (self.f)();
+        true
+    }
+
+    fn label(&self) -> Label {
+        Label::Lookup(self.label)
     }
 }
 
@@ -315,6 +361,17 @@ impl Work {
     pub fn new(f: impl Fn() + Send + Sync + 'static) -> Work {
         // One allocation: the callback lives inside the cell.
         Work(Arc::new(WorkCell::new(f)))
+    }
+
+    /// [`Work::new`], with `label` giving the name the lockup report prints
+    /// for the item (by default the closure's type). For the C API, whose
+    /// items all run one closure that calls a C function.
+    #[doc(hidden)]
+    pub fn with_label(
+        f: impl Fn() + Send + Sync + 'static,
+        label: &'static (dyn Fn() -> String + Send + Sync),
+    ) -> Work {
+        Work(Arc::new(WorkCell::new(Labeled { f, label })))
     }
 
     /// True while the item is queued and has not started (the kernel's `work_pending`).

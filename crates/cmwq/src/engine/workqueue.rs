@@ -686,7 +686,7 @@ impl std::fmt::Debug for Workqueue {
     }
 }
 
-fn system_topology() -> &'static Arc<Topology> {
+pub(crate) fn system_topology() -> &'static Arc<Topology> {
     static T: OnceLock<Arc<Topology>> = OnceLock::new();
     T.get_or_init(|| {
         let t = Topology::detect()
@@ -2022,6 +2022,16 @@ impl DelayedWork {
     /// Makes a delayed work item running `f`.
     pub fn new(f: impl Fn() + Send + Sync + 'static) -> DelayedWork {
         DelayedWork { work: Work::new(f) }
+    }
+    /// [`DelayedWork::new`] with a label for lockup reports (see `Work::with_label`).
+    #[doc(hidden)]
+    pub fn with_label(
+        f: impl Fn() + Send + Sync + 'static,
+        label: &'static (dyn Fn() -> String + Send + Sync),
+    ) -> DelayedWork {
+        DelayedWork {
+            work: Work::with_label(f, label),
+        }
     }
     /// True while its timer is armed or it is queued and has not started.
     pub fn is_pending(&self) -> bool {

@@ -43,6 +43,8 @@ void __tsan_release(void *addr);
 #define cmwq_kc_tsan_release(p) ((void)(p))
 #endif
 
+void cmwq_kc_worker_sync(void);
+
 struct completion {
 	/* The count and the WAITERS bit (see above). */
 	unsigned int done;
@@ -141,6 +143,7 @@ static inline bool cmwq_kc_wait_until(struct completion *x, const struct timespe
 		    !__atomic_compare_exchange_n(&x->done, &d, d | CMWQ_KC_WAITERS, false,
 						 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
 			continue;
+		cmwq_kc_worker_sync(); /* a worker that cleared PF_WQ_WORKER sleeps hidden */
 		cmwq_kc_futex(&x->done, FUTEX_WAIT, CMWQ_KC_WAITERS, t);
 	}
 }

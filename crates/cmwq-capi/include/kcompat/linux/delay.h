@@ -4,9 +4,12 @@
 #define CMWQ_KC_DELAY_H
 #include <time.h>
 #include <errno.h>
+void cmwq_kc_worker_sync(void);
 static inline void cmwq_kc_sleep_ns(long long ns)
 {
 	struct timespec ts = { .tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL };
+
+	cmwq_kc_worker_sync(); /* a worker that cleared PF_WQ_WORKER sleeps hidden */
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
 }

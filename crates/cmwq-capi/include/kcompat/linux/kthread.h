@@ -37,6 +37,7 @@ static inline struct task_struct *kthread_create(int (*threadfn)(void *data), vo
 		return (struct task_struct *)ERR_PTR(-ENOMEM);
 	t->threadfn = threadfn;
 	t->data = data;
+	t->flags = PF_KTHREAD;
 	t->cpu = -1;
 	va_start(ap, namefmt);
 	vsnprintf(t->comm, sizeof(t->comm), namefmt, ap);

@@ -59,6 +59,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 mod lane;
+mod lockup;
 mod manage;
 mod sleep;
 mod snap;
@@ -67,6 +68,7 @@ mod worker;
 
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
+pub use lockup::{set_cm_exempt, set_watchdog_thresh, watchdog_thresh};
 pub(crate) use sleep::look_all;
 pub(crate) use snap::pool_snaps;
 pub(crate) use tick::tick_all;
@@ -193,6 +195,11 @@ struct WorkerSlot {
     /// L: `seq` at the watchdog's previous look (the `/proc` fallback reads
     /// a worker only once it has stayed on one item since then).
     look_seq: u64,
+    /// L: what names `current` in a lockup report (see [`lockup`]).
+    label: super::work::Label,
+    /// L: hidden from concurrency management (its thread cleared the
+    /// kernel's `PF_WQ_WORKER`, see [`set_cm_exempt`]).
+    cm_exempt: bool,
 }
 
 impl WorkerSlot {
@@ -216,6 +223,8 @@ impl WorkerSlot {
             guest_for: None,
             probe: None,
             look_seq: 0,
+            label: super::work::Label::Static(""),
+            cm_exempt: false,
         }
     }
 }
@@ -285,6 +294,8 @@ pub(crate) struct PoolInner {
     starving_since: Option<Instant>,
     /// I: the pool's id (for trace events raised under the lock).
     pool_id: u32,
+    /// L: the lockup watchdog's view of the pool (see [`lockup`]).
+    lockup: lockup::Watch,
 }
 
 /// A worker pool.
@@ -808,6 +819,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
             partners: Vec::new(),
             pool_id: id,
             starving_since: None,
+            lockup: lockup::Watch::default(),
         }),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),

@@ -153,7 +153,11 @@ impl Pool {
 impl super::WorkerSlot {
     /// Runs an item homed on lane `h` and counts in its `nr_running`.
     fn counted_on(&self, h: usize) -> bool {
-        self.current != 0 && self.blocked == 0 && self.lane == h && self.state == WState::Running
+        self.current != 0
+            && self.blocked == 0
+            && self.lane == h
+            && self.state == WState::Running
+            && !self.cm_exempt
     }
 }
 
@@ -189,7 +193,9 @@ impl Pool {
         let mut i = 0;
         while i < g.workers.len() {
             let w = &g.workers[i];
-            if w.current == 0 || w.state != WState::Running || w.tid == 0 {
+            // An exempt worker (its thread cleared `PF_WQ_WORKER`) is not
+            // the pool's to take out of `nr_running`, as in the kernel.
+            if w.current == 0 || w.state != WState::Running || w.tid == 0 || w.cm_exempt {
                 i += 1;
                 continue;
             }

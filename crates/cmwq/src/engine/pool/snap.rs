@@ -30,7 +30,7 @@ pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
 
 impl Pool {
     fn snap(&self) -> crate::snapshot::PoolSnap {
-        let (workers, idle, running, worklist, refs, manager, lanes) = {
+        let (workers, idle, running, worklist, refs, manager, lanes, lockups) = {
             let g = self.lock();
             let lanes: Vec<crate::snapshot::LaneSnap> = g
                 .lanes
@@ -55,6 +55,7 @@ impl Pool {
                 g.refcnt,
                 g.manager_active,
                 lanes,
+                g.lockup.lockups,
             )
         };
         let a = &self.attrs;
@@ -62,16 +63,9 @@ impl Pool {
             PoolPrio::Nice(_) => ("other", 0),
             PoolPrio::Fifo(p) => ("fifo", p),
         };
-        let mut flags = 0;
-        if manager {
-            flags |= POOL_MANAGER_ACTIVE;
-        }
-        if a.cpu.is_none() {
-            flags |= POOL_DISASSOCIATED;
-        }
         crate::snapshot::PoolSnap {
             id: self.id,
-            flags,
+            flags: self.flags(manager),
             refs,
             nice: a.prio.nice(),
             policy: policy.into(),
@@ -99,8 +93,22 @@ impl Pool {
             repatriated: lanes.iter().map(|l| l.rehomed).sum(),
             create_failed: self.create_failed.load(Ordering::Relaxed),
             prio_failed: self.prio_failed.load(Ordering::Relaxed),
+            lockups,
             lanes,
         }
+    }
+
+    /// The kernel's pool flag bits that apply (the snapshot's and the lockup
+    /// report's `flags=`); `manager`: a manager is creating a worker.
+    pub(super) fn flags(&self, manager: bool) -> u32 {
+        let mut flags = 0;
+        if manager {
+            flags |= POOL_MANAGER_ACTIVE;
+        }
+        if self.attrs.cpu.is_none() {
+            flags |= POOL_DISASSOCIATED;
+        }
+        flags
     }
 
     /// One pwq as the snapshot shows it.

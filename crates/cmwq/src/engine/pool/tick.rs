@@ -50,7 +50,7 @@ impl Pool {
             .workers
             .iter()
             .enumerate()
-            .filter(|(_, w)| w.current != 0 && w.tid != 0)
+            .filter(|(_, w)| w.current != 0 && w.tid != 0 && !w.cm_exempt)
             .map(|(i, w)| (i, w.tid, w.seq))
             .collect();
         let looks: Vec<Look> = busy
@@ -178,6 +178,7 @@ pub(crate) fn tick_all(thresh: Duration) -> bool {
     for p in POOLS[..n].iter().filter_map(|c| c.get()) {
         starving |= p.tick(thresh, now);
     }
+    super::lockup::sweep(now);
     starving
 }
 
@@ -235,6 +236,7 @@ impl BlockingGuard {
         if g.workers[me].blocked & BLOCKED_ANNOTATED != 0
             || g.workers[me].current == 0
             || g.workers[me].state.borrowed()
+            || g.workers[me].cm_exempt
         {
             return BlockingGuard { slot: None };
         }

@@ -493,6 +493,8 @@ fn process_one_work<'a>(
     w.current_pwq = item.pwq;
     w.current_color = item.color;
     w.seq += 1;
+    w.label = running.work().func.label();
+    inner.lockup.started += 1;
     let (lane, prev) = (w.lane, w.last_start);
     let work = running.work();
     // A one-off job is never queued again, so nothing reads its PENDING bit.
