@@ -29,6 +29,7 @@ use std::time::Duration;
 use super::node::{NodeActive, NodeGet};
 use super::pool::{self, NR_COLORS, Pool, PoolAttrs};
 use super::spawn::{self, JoinHandle};
+use super::threads;
 use super::timer;
 use super::work::{Work, WorkInner};
 use crate::error::Error;
@@ -435,7 +436,7 @@ impl WqInner {
         cpu: Option<usize>,
         from_timer: bool,
     ) -> bool {
-        if !from_timer && self.refuses_outsiders() {
+        if (!from_timer && self.refuses_outsiders()) || threads::refuse_forked() {
             self.refuse(&work);
             return false;
         }
@@ -501,6 +502,10 @@ impl WqInner {
     }
 
     fn flush(&self) {
+        if threads::forked() {
+            // No thread of this child runs what is in flight.
+            return;
+        }
         // A flush from a worker blocks it: let its pool start another worker.
         let _blocked = pool::BlockingGuard::new();
         self.flushers.fetch_add(1, Ordering::Relaxed);
@@ -543,6 +548,9 @@ impl WqInner {
     }
 
     fn drain(&self) {
+        if threads::forked() {
+            return;
+        }
         self.draining.fetch_add(1, Ordering::Relaxed);
         loop {
             self.flush();
@@ -658,18 +666,25 @@ impl Drop for Workqueue {
             self.inner.borrows.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 {
+        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 || threads::forked() {
+            // A forked child's copy is left as it is: destroying it would
+            // wait for items no thread of the child runs.
             return;
         }
         let inner = self.inner.clone();
         if pool::current_wq_addr() == Arc::as_ptr(&inner) as usize {
             // Dropped by its own work item: draining here would wait for ourselves.
-            let _ = std::thread::Builder::new()
-                .name("cmwq-destroy".into())
-                .spawn(move || {
-                    inner.wait_borrows();
-                    inner.destroy()
-                });
+            let name = inner.name.clone();
+            if let Err(e) = threads::start("cmwq-destroy".into(), move || {
+                inner.wait_borrows();
+                inner.destroy()
+            }) {
+                eprintln!(
+                    "cmwq: workqueue {name:?} was dropped by its own item and no thread \
+                     can destroy it ({}): it stays, with what it holds",
+                    threads::describe(&e)
+                );
+            }
         } else {
             inner.wait_borrows();
             inner.destroy();
@@ -1251,13 +1266,9 @@ impl WqInner {
             .filter(|&c| c != '\0')
             .take(TASK_COMM_LEN - 1)
             .collect();
-        let h = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || rescuer_thread(weak))
-            .map_err(|e| Error::Spawn {
-                what: format!("the rescuer of workqueue {:?}", self.name),
-                reason: e.to_string(),
-            })?;
+        let h = threads::start(name, move || rescuer_thread(weak)).map_err(|e| {
+            threads::spawn_error(format!("the rescuer of workqueue {:?}", self.name), &e)
+        })?;
         let _ = r.thread.set(h.thread().clone());
         *r.join.lock() = Some(h);
         // The rescuer publishes its thread id first thing; wait for it so
@@ -1464,7 +1475,12 @@ impl Workqueue {
         Ok(self.inner.queue_claimed(work.0.clone(), Some(cpu), false))
     }
 
+    /// The `_on` calls' check: `cpu` has a pool (and this is no forked child,
+    /// whose queues take nothing: the signature can say so).
     fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
+        if threads::refuse_forked() {
+            return Err(Error::Forked);
+        }
         let m = &self.inner.map;
         let known = m.has(cpu)
             || (self.inner.unbound
@@ -1573,19 +1589,23 @@ impl Workqueue {
         if !dw.work.0.try_claim() {
             return false;
         }
-        self.queue_delayed_claimed(dw, delay)
+        self.queue_delayed_claimed(dw, None, delay)
     }
 
-    /// `queue_delayed` once PENDING is ours: false if a draining queue refused it.
-    fn queue_delayed_claimed(&self, dw: &DelayedWork, delay: Duration) -> bool {
+    /// `queue_delayed(_on)` once PENDING is ours: false if refused (a
+    /// draining queue, a forked child, no timer thread), the item's cycle
+    /// ended so nothing waits for it and it can be queued again.
+    fn queue_delayed_claimed(&self, dw: &DelayedWork, cpu: Option<usize>, delay: Duration) -> bool {
         if delay.is_zero() {
-            self.inner.queue_claimed(dw.work.0.clone(), None, false)
-        } else if self.inner.refuses_outsiders() {
+            self.inner.queue_claimed(dw.work.0.clone(), cpu, false)
+        } else if self.inner.refuses_outsiders()
+            || threads::refuse_forked()
+            || timer::arm(&dw.work.0, &self.inner, cpu, delay).is_err()
+        {
             // As `queue`: a draining queue takes no new work from outside.
             self.inner.refuse(&dw.work.0);
             false
         } else {
-            timer::arm(&dw.work.0, &self.inner, None, delay);
             true
         }
     }
@@ -1618,17 +1638,7 @@ impl Workqueue {
         if !dw.work.0.try_claim() {
             return Ok(false);
         }
-        if delay.is_zero() {
-            return Ok(self
-                .inner
-                .queue_claimed(dw.work.0.clone(), Some(cpu), false));
-        }
-        if self.inner.refuses_outsiders() {
-            self.inner.refuse(&dw.work.0);
-            return Ok(false);
-        }
-        timer::arm(&dw.work.0, &self.inner, Some(cpu), delay);
-        Ok(true)
+        Ok(self.queue_delayed_claimed(dw, Some(cpu), delay))
     }
 
     /// Re-arms `dw` to run after `delay` whether or not it was pending
@@ -1648,13 +1658,17 @@ impl Workqueue {
     /// assert!(!dw.is_pending());
     /// ```
     pub fn mod_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
+        if threads::refuse_forked() {
+            // Its timer or queued cycle belongs to the parent's threads.
+            return false;
+        }
         let mut was = false;
         loop {
             was |= dw.work.0.grab_pending();
             if dw.work.0.try_claim() {
                 // Ours now: armed, queued, or refused by a draining queue
                 // (counted as rejected); never retried, so never a spin.
-                self.queue_delayed_claimed(dw, delay);
+                self.queue_delayed_claimed(dw, None, delay);
                 return was;
             }
             if dw.work.is_disabled() {
@@ -1755,12 +1769,14 @@ impl Workqueue {
         }
         self.refuse_self_wait("Workqueue::freeze");
         self.inner.frozen.store(true, Ordering::Relaxed);
-        // Freezing is rare: poll the pwqs until nothing is active.
-        while self
-            .inner
-            .pwq_list()
-            .iter()
-            .any(|r| r.pool.with_pwq(r.slot, |p| p.nr_active > 0))
+        // Freezing is rare: poll the pwqs until nothing is active (in a
+        // forked child nothing ever finishes: don't wait).
+        while !threads::forked()
+            && self
+                .inner
+                .pwq_list()
+                .iter()
+                .any(|r| r.pool.with_pwq(r.slot, |p| p.nr_active > 0))
         {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -2030,7 +2046,9 @@ impl DelayedWork {
     }
     /// Queues an armed timer's item now and waits for it (`flush_delayed_work`).
     pub fn flush(&self) -> bool {
-        timer::fire_now(&self.work.0);
+        if !threads::forked() {
+            timer::fire_now(&self.work.0);
+        }
         self.work.flush()
     }
     /// Disables the item (see [`Work::disable`]).

@@ -273,6 +273,8 @@ pub(crate) struct PoolInner {
     /// L: since when work has waited with no worker to run it and none could be
     /// started (mayday after `MAYDAY_INITIAL_TIMEOUT`).
     starving_since: Option<Instant>,
+    /// L: worker creation failed: when to try again (see `manage::Backoff`).
+    create_backoff: manage::Backoff,
 }
 
 /// A worker pool.
@@ -751,6 +753,8 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
     if lane_cpus.is_empty() {
         lane_cpus.push(sched::current_cpu());
     }
+    // The watchdog first: a pool it cannot watch is not made.
+    watchdog::ensure_started()?;
     let id = NEXT_POOL.fetch_add(1, Ordering::Relaxed);
     if id as usize >= MAX_POOLS {
         return Err(crate::Error::TooManyPools);
@@ -774,6 +778,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
             progress: 0,
             tick_progress: 0,
             starving_since: None,
+            create_backoff: manage::Backoff::default(),
         }),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
@@ -782,7 +787,6 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
         workers_lost: AtomicU64::new(0),
     }));
     let _ = POOLS[id as usize].set(pool);
-    watchdog::ensure_started();
     Ok(pool)
 }
 
