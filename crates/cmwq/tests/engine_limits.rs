@@ -240,12 +240,14 @@ fn nproc_child() {
                 // thousands of times, the watchdog's 10 ms tick hundreds).
                 std::thread::sleep(Duration::from_secs(2));
                 let failed: u64 = starved.pool_counts().iter().map(|c| c.create_failed).sum();
+                let ran = n.load(Ordering::SeqCst);
+                // Lifted before asserting, so a failure does not hang the
+                // queue's drop: the watchdog's next try starts a worker.
+                set_nproc(hard);
                 println!("CREATE-FAILED round {round}: {failed}");
                 assert!(failed >= 1, "creation was tried");
                 assert!(failed <= 40, "{failed} failed creations in 2 s: no backoff");
-                assert_eq!(n.load(Ordering::SeqCst), 0);
-                // Lifted: the watchdog's next try starts a worker.
-                set_nproc(hard);
+                assert_eq!(ran, 0);
                 assert!(wait_for(|| n.load(Ordering::SeqCst) == 1), "never ran");
                 starved.flush();
             }
@@ -318,6 +320,8 @@ fn failed_worker_creation_backs_off_and_says_so_once_per_episode() {
 struct Busy {
     wq: Workqueue,
     ordered: Workqueue,
+    /// Freezable, with an item running.
+    fz: Workqueue,
     /// Runs on `wq` (waits for the gate).
     blocker: Work,
     /// Queued behind `held` on `ordered`: pending.
@@ -342,7 +346,9 @@ fn busy(gate: &Arc<AtomicBool>) -> Busy {
         .ordered()
         .build()
         .unwrap();
-    let (s1, s2, s3) = (
+    let fz = Workqueue::builder("fork_fz").freezable().build().unwrap();
+    let (s1, s2, s3, s4) = (
+        Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
@@ -350,12 +356,15 @@ fn busy(gate: &Arc<AtomicBool>) -> Busy {
     let blocker = Work::new(waiter(s1.clone()));
     let held = Work::new(waiter(s2.clone()));
     let sys = Work::new(waiter(s3.clone()));
+    let frozen = Work::new(waiter(s4.clone()));
+    assert!(fz.queue(&frozen));
     assert!(wq.queue(&blocker));
     assert!(ordered.queue(&held));
     assert!(cmwq::system().queue(&sys));
     assert!(wait_for(|| s1.load(Ordering::SeqCst)
         && s2.load(Ordering::SeqCst)
-        && s3.load(Ordering::SeqCst)));
+        && s3.load(Ordering::SeqCst)
+        && s4.load(Ordering::SeqCst)));
     let pending = Work::new(|| {});
     assert!(ordered.queue(&pending));
     let g = gate.clone();
@@ -370,6 +379,7 @@ fn busy(gate: &Arc<AtomicBool>) -> Busy {
     Busy {
         wq,
         ordered,
+        fz,
         blocker,
         pending,
         job,
@@ -423,6 +433,7 @@ fn in_grandchild(way: &str, b: Busy) {
             drop(b.dw);
         }
         "join" => assert!(matches!(b.job.join(), Err(JoinError::Forked))),
+        "freeze" => b.fz.freeze().unwrap(),
         "await" => assert!(matches!(common::block_on(b.job), Err(JoinError::Forked))),
         "refuse" => {
             assert!(!b.wq.queue(&fresh));
@@ -519,6 +530,7 @@ fn fork_child() {
         assert!(b.dw.cancel_sync());
         b.wq.flush();
         b.ordered.flush();
+        b.fz.flush();
         let (n, w) = counter();
         assert!(b.wq.queue(&w));
         w.flush();
@@ -534,7 +546,8 @@ fn fork_child() {
     }
 }
 
-fn fork_way(way: &str) -> Run {
+/// Runs the fork child for `way`: its output, or what went wrong.
+fn try_fork_way(way: &str) -> Result<Run, String> {
     let run = rerun(
         "fork_child",
         &[("CMWQ_TEST_FORK", way)],
@@ -542,21 +555,26 @@ fn fork_way(way: &str) -> Run {
         Duration::from_secs(120),
     )
     .expect("the child starts");
-    assert!(
-        run.ok() && run.out.contains("FORK-VERDICT ok"),
-        "{way}: {}",
-        run.show()
-    );
-    run
+    if run.ok() && run.out.contains("FORK-VERDICT ok") {
+        Ok(run)
+    } else {
+        Err(format!("{way}: {}", run.show()))
+    }
+}
+
+fn fork_way(way: &str) -> Run {
+    try_fork_way(way).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
 fn a_forked_child_never_waits_for_work_it_cannot_run() {
-    for way in [
-        "drop", "flush", "drain", "cancel", "delayed", "join", "await", "system",
-    ] {
-        fork_way(way);
-    }
+    let failed: Vec<String> = [
+        "drop", "flush", "drain", "cancel", "delayed", "join", "await", "system", "freeze",
+    ]
+    .into_iter()
+    .filter_map(|way| try_fork_way(way).err())
+    .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 
 #[test]
@@ -656,6 +674,40 @@ fn cancel_sync_at_the_depth_limit_keeps_the_item_disabled() {
         assert!(!w.enable());
     }
     assert!(w.enable(), "cancel_sync changed the depth");
+}
+
+/// The child of the depth note test: saturates two items.
+#[test]
+fn depth_child() {
+    if std::env::var_os("CMWQ_TEST_DEPTH").is_none() {
+        return;
+    }
+    for _ in 0..2 {
+        let w = Work::new(|| {});
+        for _ in 0..DEPTH_MAX + 3 {
+            w.disable();
+        }
+        assert!(w.is_disabled());
+    }
+    println!("DEPTH-OK");
+}
+
+#[test]
+fn the_saturated_disable_depth_is_said_once() {
+    let run = rerun(
+        "depth_child",
+        &[("CMWQ_TEST_DEPTH", "1")],
+        false,
+        Duration::from_secs(60),
+    )
+    .expect("the child starts");
+    assert!(run.ok() && run.out.contains("DEPTH-OK"), "{}", run.show());
+    assert_eq!(
+        run.err.matches("disable depth reached its limit").count(),
+        1,
+        "{}",
+        run.show()
+    );
 }
 
 // ---- a job awaiting its own handle ----

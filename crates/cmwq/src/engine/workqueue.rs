@@ -636,6 +636,19 @@ impl std::fmt::Debug for PanicHandler {
 /// destroyed: pending delayed work is queued at once, everything queued runs,
 /// then its pools are released. Nothing queued is dropped.
 ///
+/// # After `fork()`
+///
+/// A child of `fork()` has none of cmwq's threads, so once cmwq has started
+/// one, the child's copies of every workqueue are inert: queueing returns
+/// false (`Err(Error::Forked)` from the `_on` calls; a spawned job's handle
+/// gives [`JoinError::Refused`](crate::JoinError::Refused)), with one note on
+/// stderr; [`flush`](Self::flush), [`drain`](Self::drain),
+/// [`freeze`](Self::freeze), the last handle's drop (which leaves the queue
+/// as it is), [`Work::flush`] and `cancel_sync` return at once rather than
+/// wait for what the parent had in flight, and joining or awaiting an
+/// unfinished job gives [`JoinError::Forked`](crate::JoinError::Forked). So
+/// a child can always exit; `exec` in it, or use cmwq in the parent.
+///
 /// ```
 /// use cmwq::{Work, Workqueue, topology::Scope};
 /// let wq = Workqueue::builder("io").unbound().affinity_scope(Scope::Cache).build().unwrap();
@@ -934,7 +947,11 @@ impl WorkqueueBuilder {
         self
     }
 
-    /// Creates the workqueue.
+    /// Creates the workqueue. Besides a refused attribute, an error if a
+    /// thread it needs (the process's watchdog, a `MEM_RECLAIM` queue's
+    /// rescuer) cannot start ([`Error::Spawn`], naming the errno and the
+    /// limit to raise); a later `build` tries again. A worker that cannot be
+    /// started is no error: its pool retries with a backoff (see the README).
     pub fn build(self) -> Result<Workqueue, Error> {
         let max_active = match self.max_active {
             None => {
@@ -1584,7 +1601,10 @@ impl Workqueue {
         handle
     }
 
-    /// Queues `dw` after `delay` (`queue_delayed_work`); false if already pending.
+    /// Queues `dw` after `delay` (`queue_delayed_work`); false if already
+    /// pending, or refused: the queue drains, or the timer thread cannot start
+    /// (the thread limit; said once on stderr). A refused item is left idle,
+    /// not pending, so nothing waits for it and it can be queued again.
     pub fn queue_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
         if !dw.work.0.try_claim() {
             return false;
