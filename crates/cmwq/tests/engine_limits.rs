@@ -103,6 +103,14 @@ fn rerun(test: &str, env: &[(&str, &str)], as_nobody: bool, deadline: Duration) 
     })
 }
 
+/// Runs the child test `test` with `env` (as the caller's user) and checks
+/// it exited well and printed `marker`.
+fn child_ok(test: &str, env: &[(&str, &str)], marker: &str) -> Run {
+    let run = rerun(test, env, false, Duration::from_secs(120)).expect("the child starts");
+    assert!(run.ok() && run.out.contains(marker), "{}", run.show());
+    run
+}
+
 /// Polls `f` for up to 30 s.
 fn wait_for(f: impl Fn() -> bool) -> bool {
     let t0 = Instant::now();
@@ -150,6 +158,27 @@ fn can_start_thread() -> bool {
         .is_ok()
 }
 
+/// Lowers the soft limit to 1 (no thread may start): the hard limit to go
+/// back to, or `None`, said on stdout, where the limit does not bind.
+fn at_the_limit() -> Option<u64> {
+    let hard = set_nproc(1);
+    if can_start_thread() {
+        println!("NPROC-SKIP the limit does not bind this user");
+        return None;
+    }
+    Some(hard)
+}
+
+/// A queue that ran an item: the watchdog and a worker exist.
+fn warm_queue(name: &str) -> Workqueue {
+    let wq = Workqueue::builder(name).build().unwrap();
+    let (n, w) = counter();
+    assert!(wq.queue(&w));
+    w.flush();
+    assert_eq!(n.load(Ordering::SeqCst), 1);
+    wq
+}
+
 /// The child of the thread-limit tests: `CMWQ_TEST_NPROC` names the case.
 #[test]
 fn nproc_child() {
@@ -159,11 +188,7 @@ fn nproc_child() {
     match case.as_str() {
         "build" => {
             // No thread may start: not even the watchdog.
-            let hard = set_nproc(1);
-            if can_start_thread() {
-                println!("NPROC-SKIP the limit does not bind this user");
-                return;
-            }
+            let Some(hard) = at_the_limit() else { return };
             let e = Workqueue::builder("lim_build").build().unwrap_err();
             let msg = e.to_string();
             assert!(matches!(e, Error::Spawn { .. }), "{e:?}");
@@ -174,22 +199,11 @@ fn nproc_child() {
             println!("BUILD-ERR {msg}");
             // A later build retries, and the engine works.
             set_nproc(hard);
-            let wq = Workqueue::builder("lim_build").build().unwrap();
-            let (n, w) = counter();
-            assert!(wq.queue(&w));
-            w.flush();
-            assert_eq!(n.load(Ordering::SeqCst), 1);
+            warm_queue("lim_build");
         }
         "delayed" => {
-            let wq = Workqueue::builder("lim_delayed").build().unwrap();
-            let (_, warm) = counter();
-            assert!(wq.queue(&warm));
-            warm.flush();
-            let hard = set_nproc(1);
-            if can_start_thread() {
-                println!("NPROC-SKIP the limit does not bind this user");
-                return;
-            }
+            let wq = warm_queue("lim_delayed");
+            let Some(hard) = at_the_limit() else { return };
             let n = Arc::new(AtomicUsize::new(0));
             let m = n.clone();
             let dw = DelayedWork::new(move || {
@@ -216,16 +230,9 @@ fn nproc_child() {
             assert_eq!(n.load(Ordering::SeqCst), 1);
         }
         "workers" => {
-            let wq = Workqueue::builder("lim_workers_warm").build().unwrap();
-            let (_, warm) = counter();
-            assert!(wq.queue(&warm));
-            warm.flush();
+            let _warm = warm_queue("lim_workers_warm");
             for round in 0..2 {
-                let hard = set_nproc(1);
-                if can_start_thread() {
-                    println!("NPROC-SKIP the limit does not bind this user");
-                    return;
-                }
+                let Some(hard) = at_the_limit() else { return };
                 // A pool of its own (nice 6, 7: no other queue's), so no
                 // worker exists and none can start.
                 let starved = Workqueue::builder("lim_workers")
@@ -620,14 +627,7 @@ fn command_child() {
 
 #[test]
 fn std_process_command_keeps_working_in_a_process_that_uses_cmwq() {
-    let run = rerun(
-        "command_child",
-        &[("CMWQ_TEST_COMMAND", "1")],
-        false,
-        Duration::from_secs(120),
-    )
-    .expect("the child starts");
-    assert!(run.ok() && run.out.contains("COMMAND-OK"), "{}", run.show());
+    let run = child_ok("command_child", &[("CMWQ_TEST_COMMAND", "1")], "COMMAND-OK");
     assert!(!run.err.contains("fork()ed"), "{}", run.show());
 }
 
@@ -694,14 +694,7 @@ fn depth_child() {
 
 #[test]
 fn the_saturated_disable_depth_is_said_once() {
-    let run = rerun(
-        "depth_child",
-        &[("CMWQ_TEST_DEPTH", "1")],
-        false,
-        Duration::from_secs(60),
-    )
-    .expect("the child starts");
-    assert!(run.ok() && run.out.contains("DEPTH-OK"), "{}", run.show());
+    let run = child_ok("depth_child", &[("CMWQ_TEST_DEPTH", "1")], "DEPTH-OK");
     assert_eq!(
         run.err.matches("disable depth reached its limit").count(),
         1,
@@ -819,14 +812,11 @@ fn stack_child() {
 
 #[test]
 fn a_job_returning_6_mib_by_value_completes_with_a_larger_cmwq_worker_stack() {
-    let run = rerun(
+    child_ok(
         "stack_child",
         &[("CMWQ_TEST_STACK", "1"), ("CMWQ_WORKER_STACK", "64M")],
-        false,
-        Duration::from_secs(120),
-    )
-    .expect("the child starts");
-    assert!(run.ok() && run.out.contains("STACK-OK"), "{}", run.show());
+        "STACK-OK",
+    );
 }
 
 /// The child of the bad-value test: what `check_env` and `build` say.
@@ -847,14 +837,11 @@ fn stack_env_child() {
 #[test]
 fn a_bad_cmwq_worker_stack_is_refused_by_check_env_and_build_alike() {
     for bad in ["12Q", "1K", "4G"] {
-        let run = rerun(
+        let run = child_ok(
             "stack_env_child",
             &[("CMWQ_TEST_STACK_ENV", "1"), ("CMWQ_WORKER_STACK", bad)],
-            false,
-            Duration::from_secs(60),
-        )
-        .expect("the child starts");
-        assert!(run.ok(), "{}", run.show());
+            "BUILD ",
+        );
         let line = |p: &str| {
             run.out
                 .lines()
