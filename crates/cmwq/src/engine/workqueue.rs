@@ -2198,6 +2198,12 @@ pub(crate) fn report_panic(wq: &str, payload: Box<dyn Any + Send>) {
 macro_rules! system_wq {
     ($(#[$m:meta])* $fn:ident, $name:literal, $b:expr) => {
         $(#[$m])*
+        ///
+        /// # Panics
+        ///
+        /// On first use, if its build fails: only the thread limit makes it
+        /// fail (the watchdog cannot start). Build a queue of your own to get
+        /// the error instead.
         pub fn $fn() -> &'static Workqueue {
             static WQ: OnceLock<Workqueue> = OnceLock::new();
             WQ.get_or_init(|| {
