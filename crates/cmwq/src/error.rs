@@ -77,13 +77,18 @@ pub enum Error {
         /// Why it failed.
         reason: String,
     },
-    /// A thread the workqueue needs (its rescuer) could not be started.
+    /// A thread the engine needs (the watchdog, a rescuer) could not be
+    /// started: the process is at its thread limit, or out of memory.
     Spawn {
         /// Which thread.
         what: String,
-        /// The OS error.
+        /// The OS error, its errno and what to raise.
         reason: String,
     },
+    /// This process is a child forked from one that runs cmwq's threads:
+    /// none of them run here, so its workqueues take no work (see
+    /// [`Workqueue`](crate::Workqueue), "After `fork()`").
+    Forked,
 }
 
 impl fmt::Display for Error {
@@ -126,6 +131,7 @@ impl fmt::Display for Error {
             ),
             Error::Spawn { what, reason } => write!(f, "cannot start {what}: {reason}"),
             Error::Control { what, reason } => write!(f, "{what}: {reason}"),
+            Error::Forked => f.write_str(crate::engine::FORKED_MSG),
         }
     }
 }

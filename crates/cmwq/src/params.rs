@@ -11,6 +11,7 @@
 //! | `CMWQ_QPW` | `0` or `1`: the default mode of [`crate::percpu::PerCpu`] | `qpw=` |
 //! | `CMWQ_SPREAD_US` | µs a pod pool's worker may spend on an item before work queued behind it spreads to idle CPUs of the pod ([`crate::set_spread_thresh`]) | — |
 //! | `CMWQ_WATCHDOG_THRESH` | seconds a pool may have work waiting and start none before the lockup watchdog reports it; 0 turns it off ([`crate::set_watchdog_thresh`]) | `workqueue.watchdog_thresh` |
+//! | `CMWQ_WORKER_STACK` | the stack size of worker threads, in bytes (`K`, `M`, `G` suffixes) | — |
 //!
 //! A value that does not parse is an error naming the variable and the value,
 //! returned by every `build()`; it is never silently ignored. One function,
@@ -140,6 +141,7 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
         if let Some(secs) = lockup {
             crate::set_watchdog_thresh(secs);
         }
+        worker_stack()?;
         Ok(p)
     })
     .as_ref()
@@ -175,6 +177,37 @@ fn check_unbound_cpus(cpus: &[usize], online: &[usize]) -> Result<(), Error> {
             topology::format_cpulist(online)
         ),
     })
+}
+
+/// The smallest and largest `CMWQ_WORKER_STACK`.
+const WORKER_STACK_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
+
+/// Parses a stack size: bytes, or a number with a `K`, `M` or `G` suffix
+/// (binary: `16M` is 16 MiB), within [`WORKER_STACK_RANGE`].
+pub(crate) fn parse_stack_size(s: &str) -> Option<usize> {
+    let (num, shift) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: usize = num.trim().parse().ok()?;
+    let bytes = n.checked_mul(1 << shift)?;
+    WORKER_STACK_RANGE.contains(&bytes).then_some(bytes)
+}
+
+/// `CMWQ_WORKER_STACK`, read once: the stack size of the engine's threads
+/// (`None`: unset, the default `engine::threads::DFL_WORKER_STACK`).
+pub(crate) fn worker_stack() -> Result<Option<usize>, Error> {
+    static S: OnceLock<Result<Option<usize>, Error>> = OnceLock::new();
+    S.get_or_init(|| {
+        env_parse(
+            "CMWQ_WORKER_STACK",
+            "a stack size in bytes, with an optional K, M or G suffix, from 64K to 1G",
+            parse_stack_size,
+        )
+    })
+    .clone()
 }
 
 /// Checks every `CMWQ_*` variable now, for a service that wants a bad value
@@ -228,6 +261,26 @@ mod tests {
         assert_eq!(p.affinity_scope, Scope::Numa);
         assert_eq!(p.cache_shard_size, 4);
         assert_eq!(p.unbound_cpus, Some(vec![0, 1, 2, 5]));
+    }
+
+    #[test]
+    fn stack_sizes_parse_with_suffixes_and_bounds() {
+        assert_eq!(parse_stack_size("16M"), Some(16 << 20));
+        assert_eq!(parse_stack_size("512k"), Some(512 << 10));
+        assert_eq!(parse_stack_size("1G"), Some(1 << 30));
+        assert_eq!(parse_stack_size("1048576"), Some(1 << 20));
+        for bad in [
+            "",
+            "M",
+            "16Q",
+            "-1M",
+            "1.5M",
+            "32K",
+            "2G",
+            "99999999999999999999G",
+        ] {
+            assert_eq!(parse_stack_size(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //!   closure once, its result slot and the handle's view of it.
 //! - [`timer`]: delayed work.
 //! - [`watchdog`]: the tick that stands in for the scheduler's hooks.
+//! - [`threads`]: how every engine thread starts (stack size, errors instead
+//!   of panics), and the forked child's inert queues.
 //!
 //! # Locking
 //!
@@ -95,6 +97,7 @@ mod node;
 mod pool;
 mod snap;
 mod spawn;
+mod threads;
 mod timer;
 mod watchdog;
 mod work;
@@ -111,6 +114,8 @@ pub use pool::{
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
 pub use snap::snapshot;
 pub use spawn::{JoinError, JoinHandle};
+pub use threads::DFL_WORKER_STACK;
+pub(crate) use threads::FORKED_MSG;
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_looks,
     watchdog_ticks,

@@ -43,8 +43,8 @@
 //! [`JoinHandle::join`] blocks (a worker that joins counts as blocked, so its
 //! pool starts another); the handle is also a [`Future`], woken by the job
 //! itself, so async code can `.await` it on any executor with no runtime
-//! dependency. Joining a job from inside that job panics, as any self-wait
-//! does.
+//! dependency. Joining or polling a job's handle from inside that job
+//! panics, as any self-wait does.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -55,6 +55,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use super::threads::forked;
 use super::work::{Job, WorkCell, WorkInner};
 use crate::sync::model::atomic::{AtomicU8, Ordering};
 use crate::sync::{Mutex, MutexGuard};
@@ -69,6 +70,10 @@ pub enum JoinError {
     /// [`JoinHandle::cancel`] took the job off its queue before it started;
     /// it never ran.
     Cancelled,
+    /// The handle was joined in a child forked from the process that spawned
+    /// the job, which had not finished then: the job belongs to the parent's
+    /// workers, and none of them run in the child.
+    Forked,
 }
 
 impl JoinError {
@@ -79,7 +84,7 @@ impl JoinError {
                 .downcast_ref::<&str>()
                 .copied()
                 .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
-            JoinError::Refused | JoinError::Cancelled => None,
+            JoinError::Refused | JoinError::Cancelled | JoinError::Forked => None,
         }
     }
 }
@@ -93,6 +98,7 @@ impl fmt::Debug for JoinError {
                 .finish(),
             JoinError::Refused => f.write_str("Refused"),
             JoinError::Cancelled => f.write_str("Cancelled"),
+            JoinError::Forked => f.write_str("Forked"),
         }
     }
 }
@@ -108,6 +114,9 @@ impl fmt::Display for JoinError {
                 f.write_str("the workqueue was draining and refused the spawned job")
             }
             JoinError::Cancelled => f.write_str("the spawned job was cancelled before it started"),
+            JoinError::Forked => f.write_str(
+                "the spawned job runs in the parent of this forked child, which cannot wait for it",
+            ),
         }
     }
 }
@@ -398,11 +407,11 @@ impl<T> JoinHandle<T> {
     /// handle was already polled to completion as a future.
     pub fn join(mut self) -> Result<T, JoinError> {
         self.cell.wait_cycles("JoinHandle::join");
-        let r = self
-            .cell
-            .func
-            .poll_result(None)
-            .expect("a finished cycle has a result");
+        let r = self.cell.func.poll_result(None).unwrap_or_else(|| {
+            // Only a forked child's wait returns before the job finished.
+            assert!(forked(), "a finished cycle has a result");
+            Err(JoinError::Forked)
+        });
         self.taken = true;
         r
     }
@@ -449,7 +458,9 @@ impl<T> JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        if !self.taken {
+        // A forked child's handle lets go of its cell and nothing else: the
+        // job's lock may have been held by a thread the child does not have.
+        if !self.taken && !forked() {
             self.cell.func.detach(self.polled);
         }
     }
@@ -458,12 +469,23 @@ impl<T> Drop for JoinHandle<T> {
 impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
+    /// # Panics
+    ///
+    /// When polled from the job itself, which would wait for itself forever
+    /// (as [`join`](JoinHandle::join) there panics), or after it returned
+    /// `Ready`.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        this.cell.refuse_self_wait("JoinHandle::poll");
         match this.cell.func.poll_result(Some(cx.waker())) {
             Some(r) => {
                 this.taken = true;
                 Poll::Ready(r)
+            }
+            None if forked() => {
+                // Nothing in a forked child would ever wake this task.
+                this.taken = true;
+                Poll::Ready(Err(JoinError::Forked))
             }
             None => {
                 this.polled = true;

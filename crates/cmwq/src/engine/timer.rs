@@ -6,6 +6,12 @@
 //! matches. Expiry hands the item to its workqueue with PENDING still held.
 //! `deliver` serialises the hand-off with workqueue destruction, which fires
 //! every timer of the dying queue at once so nothing it was given is lost.
+//!
+//! The thread starts with the first `arm`. If it cannot (the process is at
+//! its thread limit), `arm` says so and the caller refuses the item, which
+//! ends its cycle as a draining queue's refusal does: nothing is left
+//! pending, so `flush` and `cancel_sync` return and a later `queue_delayed`
+//! arms it, starting the thread then.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -51,21 +57,38 @@ struct Timer {
     deliver: Mutex<()>,
 }
 
-/// O: the timer and its thread, started by the first `arm`.
+/// O: the timer, made by the first `arm` (its thread may still be missing).
 static TIMER: OnceLock<Timer> = OnceLock::new();
+/// O: the timer thread runs; set by the `arm` that started it.
+static STARTED: OnceLock<()> = OnceLock::new();
 
-fn timer() -> &'static Timer {
-    TIMER.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("cmwq-timer".into())
-            .spawn(timer_thread)
-            .expect("cmwq: cannot start the timer thread");
-        Timer {
-            state: Mutex::new(State::default()),
-            cv: Condvar::new(),
-            deliver: Mutex::new(()),
+/// The timer with its thread running, or why the thread cannot start (the
+/// next call tries again).
+fn timer() -> std::io::Result<&'static Timer> {
+    let t = TIMER.get_or_init(|| Timer {
+        state: Mutex::new(State::default()),
+        cv: Condvar::new(),
+        deliver: Mutex::new(()),
+    });
+    if STARTED.get().is_none() {
+        static STARTING: Mutex<()> = Mutex::new(());
+        let _g = STARTING.lock();
+        if STARTED.get().is_none() {
+            if let Err(e) = super::threads::start("cmwq-timer".into(), move || timer_thread(t)) {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!(
+                        "cmwq: cannot start the timer thread: {}; delayed work is refused \
+                         (queue_delayed returns false) until it can start",
+                        super::threads::describe(&e)
+                    )
+                });
+                return Err(e);
+            }
+            let _ = STARTED.set(());
         }
-    })
+    }
+    Ok(t)
 }
 
 fn key(w: &Arc<WorkInner>) -> usize {
@@ -77,13 +100,19 @@ fn key(w: &Arc<WorkInner>) -> usize {
 /// hold would overflow; the item stays armed and can be cancelled as usual.
 pub(crate) const MAX_DELAY: Duration = Duration::from_secs(1 << 40);
 
-/// Arms the timer of a claimed item.
-pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, delay: Duration) {
+/// Arms the timer of a claimed item; the error if the timer thread cannot
+/// start, with nothing armed (the caller still owns PENDING).
+pub(crate) fn arm(
+    work: &Arc<WorkInner>,
+    wq: &Arc<WqInner>,
+    cpu: Option<usize>,
+    delay: Duration,
+) -> std::io::Result<()> {
+    let t = timer()?;
     let now = Instant::now();
     let at = now
         .checked_add(delay.min(MAX_DELAY))
         .unwrap_or(now + Duration::from_secs(1 << 30));
-    let t = timer();
     let mut s = t.state.lock();
     s.seq += 1;
     let seq = s.seq;
@@ -100,6 +129,7 @@ pub(crate) fn arm(work: &Arc<WorkInner>, wq: &Arc<WqInner>, cpu: Option<usize>, 
     s.heap.push(Reverse((at, seq, k)));
     drop(s);
     t.cv.notify_one();
+    Ok(())
 }
 
 /// Disarms `work` if its timer is armed; the cycle ends as cancelled.
@@ -145,13 +175,7 @@ pub(crate) fn fire_all_for(wq: &Arc<WqInner>) -> usize {
     n
 }
 
-fn timer_thread() {
-    let t = loop {
-        if let Some(t) = TIMER.get() {
-            break t;
-        }
-        std::thread::yield_now();
-    };
+fn timer_thread(t: &'static Timer) {
     let mut fired = Vec::new();
     loop {
         let d = t.deliver.lock();

@@ -47,6 +47,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use super::threads;
+use crate::sync::Mutex;
+
 /// How often the watchdog looks while workers are busy.
 pub const TICK: Duration = Duration::from_millis(10);
 /// How long work may starve before its rescuers are called (kernel: 10 ms).
@@ -101,17 +104,22 @@ pub fn watchdog_looks() -> u64 {
     LOOKS.load(Ordering::Relaxed)
 }
 
-/// Starts the watchdog thread if it is not running (called when a pool is made,
-/// never under a pool lock).
-pub(crate) fn ensure_started() {
-    WATCHDOG.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("cmwq-watchdog".into())
-            .spawn(run)
-            .expect("cannot start the cmwq watchdog thread")
-            .thread()
-            .clone()
-    });
+/// Starts the watchdog thread if it is not running (called before a pool is
+/// made, never under a pool lock). An error if it cannot start (the thread
+/// limit): the pool is not made and `build()` says why; the next call tries
+/// again.
+pub(crate) fn ensure_started() -> Result<(), crate::Error> {
+    if WATCHDOG.get().is_some() {
+        return Ok(());
+    }
+    static STARTING: Mutex<()> = Mutex::new(());
+    let _g = STARTING.lock();
+    if WATCHDOG.get().is_none() {
+        let h = threads::start("cmwq-watchdog".into(), run)
+            .map_err(|e| threads::spawn_error("the cmwq watchdog thread", &e))?;
+        let _ = WATCHDOG.set(h.thread().clone());
+    }
+    Ok(())
 }
 
 /// A worker leaves idle to run items.

@@ -31,6 +31,10 @@ use crate::sync::model::{Condvar, Mutex, dekker_point};
 
 pub(crate) const PENDING: u32 = 1;
 const DISABLE_ONE: u32 = 1 << 16;
+/// The deepest disable depth the state word holds (its upper 16 bits): a
+/// `disable` past it leaves the depth there (and says so once), as the
+/// kernel's `WORK_OFFQ_DISABLE_MAX` saturates, rather than wrap to enabled.
+pub(crate) const DISABLE_MAX: u32 = u32::MAX / DISABLE_ONE;
 
 /// What a work item runs: a [`Work`]'s callback, or a spawned job
 /// ([`crate::JoinHandle`]). Stored inline at the end of the item's
@@ -249,7 +253,9 @@ impl<J: ?Sized> WorkCell<J> {
     pub(crate) fn wait_cycles(&self, call: &str) -> bool {
         self.refuse_self_wait(call);
         let target = self.queued.load(Ordering::SeqCst);
-        if self.done.load(Ordering::SeqCst) >= target {
+        if self.done.load(Ordering::SeqCst) >= target || super::threads::forked() {
+            // Done, or in a forked child, where no thread runs the cycles
+            // the parent had in flight.
             return false;
         }
         // Waiting on a worker is blocking: let its pool start another worker.
@@ -279,8 +285,18 @@ impl<J: ?Sized> WorkCell<J> {
         }
     }
 
-    fn disable_inc(&self) {
-        self.state.fetch_add(DISABLE_ONE, Ordering::SeqCst);
+    /// One more disable; false (and a note on stderr, once per process) if
+    /// the depth is at [`DISABLE_MAX`] already and stays there.
+    fn disable_inc(&self) -> bool {
+        let r = self
+            .state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                (s / DISABLE_ONE < DISABLE_MAX).then(|| s + DISABLE_ONE)
+            });
+        if r.is_err() {
+            disable_saturated();
+        }
+        r.is_ok()
     }
 
     fn disable_dec(&self) -> bool {
@@ -291,6 +307,18 @@ impl<J: ?Sized> WorkCell<J> {
             });
         matches!(prev, Ok(s) if s < 2 * DISABLE_ONE)
     }
+}
+
+/// A `disable` found the depth at its limit: said once per process.
+#[cold]
+fn disable_saturated() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "cmwq: a work item's disable depth reached its limit of {DISABLE_MAX}: it stays \
+             disabled, and further disable() calls do not nest (the kernel saturates it too)"
+        )
+    });
 }
 
 impl WorkInner {
@@ -309,6 +337,10 @@ impl WorkInner {
             }
             if super::pool::steal_queued(self) {
                 return true;
+            }
+            if super::threads::forked() {
+                // The thread that owns PENDING is the parent's.
+                return false;
             }
             // The queueing thread owns PENDING but has not pushed the item yet.
             std::thread::yield_now();
@@ -452,15 +484,21 @@ impl Work {
     /// When called from this item's own callback, which would wait for itself.
     pub fn cancel_sync(&self) -> bool {
         self.0.refuse_self_wait("Work::cancel_sync");
-        self.0.disable_inc();
+        // At the depth limit, the disable it could not add is not taken off.
+        let added = self.0.disable_inc();
         let was = self.0.grab_pending();
         self.0.wait_cycles("Work::cancel_sync");
-        self.0.disable_dec();
+        if added {
+            self.0.disable_dec();
+        }
         was
     }
 
     /// Disables the item: cancels a pending instance and makes `queue` return false
-    /// until a matching [`enable`](Self::enable). Nests. Returns whether it was pending.
+    /// until a matching [`enable`](Self::enable). Nests, up to a depth of 65,535:
+    /// further calls leave the depth there (said once on stderr), as the kernel
+    /// saturates it, so the item stays disabled until enabled 65,535 times.
+    /// Returns whether it was pending.
     ///
     /// ```
     /// use cmwq::{Work, Workqueue};
@@ -526,7 +564,7 @@ impl Work {
 #[cfg(loom)]
 impl<J: ?Sized> WorkCell<J> {
     pub(super) fn loom_disable_inc(&self) {
-        self.disable_inc()
+        self.disable_inc();
     }
 
     pub(super) fn loom_disable_dec(&self) -> bool {

@@ -29,6 +29,7 @@ use std::time::Duration;
 use super::node::{NodeActive, NodeGet};
 use super::pool::{self, NR_COLORS, Pool, PoolAttrs};
 use super::spawn::{self, JoinHandle};
+use super::threads;
 use super::timer;
 use super::work::{Work, WorkInner};
 use crate::error::Error;
@@ -435,7 +436,7 @@ impl WqInner {
         cpu: Option<usize>,
         from_timer: bool,
     ) -> bool {
-        if !from_timer && self.refuses_outsiders() {
+        if (!from_timer && self.refuses_outsiders()) || threads::refuse_forked() {
             self.refuse(&work);
             return false;
         }
@@ -501,6 +502,10 @@ impl WqInner {
     }
 
     fn flush(&self) {
+        if threads::forked() {
+            // No thread of this child runs what is in flight.
+            return;
+        }
         // A flush from a worker blocks it: let its pool start another worker.
         let _blocked = pool::BlockingGuard::new();
         self.flushers.fetch_add(1, Ordering::Relaxed);
@@ -543,6 +548,9 @@ impl WqInner {
     }
 
     fn drain(&self) {
+        if threads::forked() {
+            return;
+        }
         self.draining.fetch_add(1, Ordering::Relaxed);
         loop {
             self.flush();
@@ -628,6 +636,19 @@ impl std::fmt::Debug for PanicHandler {
 /// destroyed: pending delayed work is queued at once, everything queued runs,
 /// then its pools are released. Nothing queued is dropped.
 ///
+/// # After `fork()`
+///
+/// A child of `fork()` has none of cmwq's threads, so once cmwq has started
+/// one, the child's copies of every workqueue are inert: queueing returns
+/// false (`Err(Error::Forked)` from the `_on` calls; a spawned job's handle
+/// gives [`JoinError::Refused`](crate::JoinError::Refused)), with one note on
+/// stderr; [`flush`](Self::flush), [`drain`](Self::drain),
+/// [`freeze`](Self::freeze), the last handle's drop (which leaves the queue
+/// as it is), [`Work::flush`] and `cancel_sync` return at once rather than
+/// wait for what the parent had in flight, and joining or awaiting an
+/// unfinished job gives [`JoinError::Forked`](crate::JoinError::Forked). So
+/// a child can always exit; `exec` in it, or use cmwq in the parent.
+///
 /// ```
 /// use cmwq::{Work, Workqueue, topology::Scope};
 /// let wq = Workqueue::builder("io").unbound().affinity_scope(Scope::Cache).build().unwrap();
@@ -658,18 +679,25 @@ impl Drop for Workqueue {
             self.inner.borrows.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 {
+        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 || threads::forked() {
+            // A forked child's copy is left as it is: destroying it would
+            // wait for items no thread of the child runs.
             return;
         }
         let inner = self.inner.clone();
         if pool::current_wq_addr() == Arc::as_ptr(&inner) as usize {
             // Dropped by its own work item: draining here would wait for ourselves.
-            let _ = std::thread::Builder::new()
-                .name("cmwq-destroy".into())
-                .spawn(move || {
-                    inner.wait_borrows();
-                    inner.destroy()
-                });
+            let name = inner.name.clone();
+            if let Err(e) = threads::start("cmwq-destroy".into(), move || {
+                inner.wait_borrows();
+                inner.destroy()
+            }) {
+                eprintln!(
+                    "cmwq: workqueue {name:?} was dropped by its own item and no thread \
+                     can destroy it ({}): it stays, with what it holds",
+                    threads::describe(&e)
+                );
+            }
         } else {
             inner.wait_borrows();
             inner.destroy();
@@ -926,7 +954,11 @@ impl WorkqueueBuilder {
         self
     }
 
-    /// Creates the workqueue.
+    /// Creates the workqueue. Besides a refused attribute, an error if a
+    /// thread it needs (the process's watchdog, a `MEM_RECLAIM` queue's
+    /// rescuer) cannot start ([`Error::Spawn`], naming the errno and the
+    /// limit to raise); a later `build` tries again. A worker that cannot be
+    /// started is no error: its pool retries with a backoff (see the README).
     pub fn build(self) -> Result<Workqueue, Error> {
         let max_active = match self.max_active {
             None => {
@@ -1258,13 +1290,9 @@ impl WqInner {
             .filter(|&c| c != '\0')
             .take(TASK_COMM_LEN - 1)
             .collect();
-        let h = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || rescuer_thread(weak))
-            .map_err(|e| Error::Spawn {
-                what: format!("the rescuer of workqueue {:?}", self.name),
-                reason: e.to_string(),
-            })?;
+        let h = threads::start(name, move || rescuer_thread(weak)).map_err(|e| {
+            threads::spawn_error(format!("the rescuer of workqueue {:?}", self.name), &e)
+        })?;
         let _ = r.thread.set(h.thread().clone());
         *r.join.lock() = Some(h);
         // The rescuer publishes its thread id first thing; wait for it so
@@ -1471,7 +1499,12 @@ impl Workqueue {
         Ok(self.inner.queue_claimed(work.0.clone(), Some(cpu), false))
     }
 
+    /// The `_on` calls' check: `cpu` has a pool (and this is no forked child,
+    /// whose queues take nothing: the signature can say so).
     fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
+        if threads::refuse_forked() {
+            return Err(Error::Forked);
+        }
         let m = &self.inner.map;
         let known = m.has(cpu)
             || (self.inner.unbound
@@ -1575,24 +1608,31 @@ impl Workqueue {
         handle
     }
 
-    /// Queues `dw` after `delay` (`queue_delayed_work`); false if already pending.
+    /// Queues `dw` after `delay` (`queue_delayed_work`); false if already
+    /// pending, or refused: the queue drains, or the timer thread cannot start
+    /// (the thread limit; said once on stderr). A refused item is left idle,
+    /// not pending, so nothing waits for it and it can be queued again.
     pub fn queue_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
         if !dw.work.0.try_claim() {
             return false;
         }
-        self.queue_delayed_claimed(dw, delay)
+        self.queue_delayed_claimed(dw, None, delay)
     }
 
-    /// `queue_delayed` once PENDING is ours: false if a draining queue refused it.
-    fn queue_delayed_claimed(&self, dw: &DelayedWork, delay: Duration) -> bool {
+    /// `queue_delayed(_on)` once PENDING is ours: false if refused (a
+    /// draining queue, a forked child, no timer thread), the item's cycle
+    /// ended so nothing waits for it and it can be queued again.
+    fn queue_delayed_claimed(&self, dw: &DelayedWork, cpu: Option<usize>, delay: Duration) -> bool {
         if delay.is_zero() {
-            self.inner.queue_claimed(dw.work.0.clone(), None, false)
-        } else if self.inner.refuses_outsiders() {
+            self.inner.queue_claimed(dw.work.0.clone(), cpu, false)
+        } else if self.inner.refuses_outsiders()
+            || threads::refuse_forked()
+            || timer::arm(&dw.work.0, &self.inner, cpu, delay).is_err()
+        {
             // As `queue`: a draining queue takes no new work from outside.
             self.inner.refuse(&dw.work.0);
             false
         } else {
-            timer::arm(&dw.work.0, &self.inner, None, delay);
             true
         }
     }
@@ -1625,17 +1665,7 @@ impl Workqueue {
         if !dw.work.0.try_claim() {
             return Ok(false);
         }
-        if delay.is_zero() {
-            return Ok(self
-                .inner
-                .queue_claimed(dw.work.0.clone(), Some(cpu), false));
-        }
-        if self.inner.refuses_outsiders() {
-            self.inner.refuse(&dw.work.0);
-            return Ok(false);
-        }
-        timer::arm(&dw.work.0, &self.inner, Some(cpu), delay);
-        Ok(true)
+        Ok(self.queue_delayed_claimed(dw, Some(cpu), delay))
     }
 
     /// Re-arms `dw` to run after `delay` whether or not it was pending
@@ -1655,13 +1685,17 @@ impl Workqueue {
     /// assert!(!dw.is_pending());
     /// ```
     pub fn mod_delayed(&self, dw: &DelayedWork, delay: Duration) -> bool {
+        if threads::refuse_forked() {
+            // Its timer or queued cycle belongs to the parent's threads.
+            return false;
+        }
         let mut was = false;
         loop {
             was |= dw.work.0.grab_pending();
             if dw.work.0.try_claim() {
                 // Ours now: armed, queued, or refused by a draining queue
                 // (counted as rejected); never retried, so never a spin.
-                self.queue_delayed_claimed(dw, delay);
+                self.queue_delayed_claimed(dw, None, delay);
                 return was;
             }
             if dw.work.is_disabled() {
@@ -1762,12 +1796,14 @@ impl Workqueue {
         }
         self.refuse_self_wait("Workqueue::freeze");
         self.inner.frozen.store(true, Ordering::Relaxed);
-        // Freezing is rare: poll the pwqs until nothing is active.
-        while self
-            .inner
-            .pwq_list()
-            .iter()
-            .any(|r| r.pool.with_pwq(r.slot, |p| p.nr_active > 0))
+        // Freezing is rare: poll the pwqs until nothing is active (in a
+        // forked child nothing ever finishes: don't wait).
+        while !threads::forked()
+            && self
+                .inner
+                .pwq_list()
+                .iter()
+                .any(|r| r.pool.with_pwq(r.slot, |p| p.nr_active > 0))
         {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -2047,7 +2083,9 @@ impl DelayedWork {
     }
     /// Queues an armed timer's item now and waits for it (`flush_delayed_work`).
     pub fn flush(&self) -> bool {
-        timer::fire_now(&self.work.0);
+        if !threads::forked() {
+            timer::fire_now(&self.work.0);
+        }
         self.work.flush()
     }
     /// Disables the item (see [`Work::disable`]).
@@ -2177,6 +2215,12 @@ pub(crate) fn report_panic(wq: &str, payload: Box<dyn Any + Send>) {
 macro_rules! system_wq {
     ($(#[$m:meta])* $fn:ident, $name:literal, $b:expr) => {
         $(#[$m])*
+        ///
+        /// # Panics
+        ///
+        /// On first use, if its build fails: only the thread limit makes it
+        /// fail (the watchdog cannot start). Build a queue of your own to get
+        /// the error instead.
         pub fn $fn() -> &'static Workqueue {
             static WQ: OnceLock<Workqueue> = OnceLock::new();
             WQ.get_or_init(|| {

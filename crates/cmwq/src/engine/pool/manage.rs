@@ -1,13 +1,23 @@
 //! The manager: starting workers, the rule that culls idle ones, and the
 //! worker slots that threads from outside (rescuers, guests) borrow
 //! (`manage_workers`, `create_worker`, `too_many_workers` in the kernel).
+//!
+//! A worker that cannot be created (the process is at its thread limit)
+//! leaves the pool to the watchdog's retry and to mayday, as in the kernel.
+//! The pool then waits before it tries again, 1 ms after the first failure,
+//! doubling up to 1 s ([`Backoff`]), so a process at its limit does not spin
+//! on `clone()`: every path that asks for a worker (the watchdog's tick, the
+//! manager rule, a guest, a dead worker's replacement) honours the wait. The
+//! first failure says so on stderr in the kernel's words, once, until a
+//! creation succeeds again.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use super::worker::worker_thread;
 use super::{FAIL_CREATE, Pool, PoolInner, WState, WorkerSlot};
-use crate::engine::watchdog;
+use crate::engine::{threads, watchdog};
 use crate::sched;
 use crate::sync::MutexGuard;
 
@@ -19,6 +29,36 @@ const MIN_IDLE_KEPT: usize = 2;
 /// The kernel's `MAX_IDLE_WORKERS_RATIO`: one idle worker (beyond
 /// [`MIN_IDLE_KEPT`]) per this many busy ones is kept.
 const MAX_IDLE_WORKERS_RATIO: usize = 4;
+
+/// The wait after the first failed worker creation of a run of failures.
+const BACKOFF_MIN: Duration = Duration::from_millis(1);
+/// The longest wait between two tries.
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// A: a failed worker creation was reported on stderr and none succeeded
+/// since. `Relaxed`: a flag read on its own.
+static CREATE_FAIL_SAID: AtomicBool = AtomicBool::new(false);
+
+/// When a pool whose worker creation failed tries again (`L:`).
+#[derive(Default)]
+pub(super) struct Backoff {
+    /// No try before this (`None`: the last try succeeded).
+    retry_at: Option<Instant>,
+    /// The wait that led to `retry_at`; doubles per failure.
+    delay: Duration,
+}
+
+impl Backoff {
+    /// A failed creation waits and it is not over yet.
+    fn waiting(&self) -> bool {
+        self.retry_at.is_some_and(|t| Instant::now() < t)
+    }
+
+    fn failed(&mut self) {
+        self.delay = (self.delay * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
+        self.retry_at = Some(Instant::now() + self.delay);
+    }
+}
 
 impl PoolInner {
     /// The kernel's cull rule: more than [`MIN_IDLE_KEPT`] idle, and idle
@@ -68,6 +108,15 @@ impl Pool {
         mut g: MutexGuard<'a, PoolInner>,
         lane: usize,
     ) -> MutexGuard<'a, PoolInner> {
+        if threads::forked() {
+            // A forked child starts no threads: its queues are inert.
+            return g;
+        }
+        if g.create_backoff.waiting() {
+            // The watchdog tries again once the wait is over.
+            watchdog::poke();
+            return g;
+        }
         let idx = g.alloc_slot(WState::Starting);
         g.workers[idx].lane = lane;
         g.nr_workers += 1;
@@ -79,10 +128,28 @@ impl Pool {
                 "worker creation disabled by test hook",
             ))
         } else {
-            thread::Builder::new()
-                .name(format!("cmwq/{}:{}", self.id, idx))
-                .spawn(move || worker_thread(self, idx, lane))
+            threads::start(format!("cmwq/{}:{}", self.id, idx), move || {
+                worker_thread(self, idx, lane)
+            })
         };
+        // Said with no lock held: stderr may block.
+        match &res {
+            Err(e) if !CREATE_FAIL_SAID.swap(true, Ordering::Relaxed) => {
+                let (text, hint) = threads::describe_parts(e);
+                eprintln!(
+                    "workqueue: Failed to create a worker thread: {text} (pool {}){hint}; \
+                     retrying with a backoff of up to {} s",
+                    self.id,
+                    BACKOFF_MAX.as_secs()
+                );
+            }
+            Err(_) => {}
+            Ok(_) => {
+                if CREATE_FAIL_SAID.load(Ordering::Relaxed) {
+                    CREATE_FAIL_SAID.store(false, Ordering::Relaxed);
+                }
+            }
+        }
         let mut g = self.lock();
         g.manager_active = false;
         if res.is_err() {
@@ -90,8 +157,11 @@ impl Pool {
             g.workers[idx].state = WState::Exited;
             g.nr_workers -= 1;
             g.nr_starting -= 1;
+            g.create_backoff.failed();
             // The watchdog retries, and sends mayday if work starves.
             watchdog::poke();
+        } else {
+            g.create_backoff = Backoff::default();
         }
         g
     }

@@ -296,6 +296,8 @@ pub(crate) struct PoolInner {
     pool_id: u32,
     /// L: the lockup watchdog's view of the pool (see [`lockup`]).
     lockup: lockup::Watch,
+    /// L: worker creation failed: when to try again (see `manage::Backoff`).
+    create_backoff: manage::Backoff,
 }
 
 /// A worker pool.
@@ -796,6 +798,8 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
     if lane_cpus.is_empty() {
         lane_cpus.push(sched::current_cpu());
     }
+    // The watchdog first: a pool it cannot watch is not made.
+    watchdog::ensure_started()?;
     let id = NEXT_POOL.fetch_add(1, Ordering::Relaxed);
     if id as usize >= MAX_POOLS {
         return Err(crate::Error::TooManyPools);
@@ -820,6 +824,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
             pool_id: id,
             starving_since: None,
             lockup: lockup::Watch::default(),
+            create_backoff: manage::Backoff::default(),
         }),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
@@ -829,7 +834,6 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
         workers_lost: AtomicU64::new(0),
     }));
     let _ = POOLS[id as usize].set(pool);
-    watchdog::ensure_started();
     Ok(pool)
 }
 
