@@ -157,7 +157,13 @@ pub fn in_own_process(name: &str, env: &str) -> bool {
         return true;
     }
     let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .args([
+            name,
+            "--exact",
+            "--test-threads=1",
+            "--nocapture",
+            "--include-ignored",
+        ])
         .env(env, "1")
         .output()
         .expect("re-run the test binary");
