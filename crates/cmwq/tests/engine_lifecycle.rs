@@ -258,9 +258,18 @@ fn a_peak_gives_its_memory_back() {
     const PEAK: usize = 200_000;
     const BOUND: usize = 16 * 1024;
     // A long item holds the CPU without being taken for CPU-intensive, so
-    // the items queued behind it pile up on its CPU's worklist.
+    // the items queued behind it pile up on its CPU's worklist: 100 queues
+    // of 2,000 active items each (a pwq holds at most `max_active` there).
     cmwq::set_cpu_intensive_thresh(Duration::from_secs(3600));
-    let wq = Workqueue::builder("peak").build().unwrap();
+    let wqs: Vec<Workqueue> = (0..PEAK / 2000)
+        .map(|i| {
+            Workqueue::builder(&format!("peak{i}"))
+                .max_active(cmwq::MAX_ACTIVE)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let wq = &wqs[0];
     let cpu = common::current_cpu();
     let go = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
@@ -276,16 +285,20 @@ fn a_peak_gives_its_memory_back() {
     }
     assert!(eventually(|| started.load(Ordering::SeqCst)));
     let ran = Arc::new(AtomicUsize::new(0));
-    for _ in 0..PEAK {
-        let r = ran.clone();
-        wq.execute_on(cpu, move || {
-            r.fetch_add(1, Ordering::Relaxed);
-        })
-        .unwrap();
+    for q in &wqs {
+        for _ in 0..2000 {
+            let r = ran.clone();
+            q.execute_on(cpu, move || {
+                r.fetch_add(1, Ordering::Relaxed);
+            })
+            .unwrap();
+        }
     }
     let peak = wq.debug_list_capacity();
     go.store(true, Ordering::SeqCst);
-    wq.flush();
+    for q in &wqs {
+        q.flush();
+    }
     assert_eq!(ran.load(Ordering::SeqCst), PEAK);
     let mut cap = 0;
     let back = eventually(|| {
@@ -298,6 +311,7 @@ fn a_peak_gives_its_memory_back() {
         back,
         "list capacity stayed at {cap} items after a peak of {peak}"
     );
+    drop(wqs);
 
     // The same for items held back by max_active (a pwq's inactive list),
     // on a bound and an unbound queue.
