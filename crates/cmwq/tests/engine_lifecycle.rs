@@ -342,3 +342,68 @@ fn a_peak_gives_its_memory_back() {
         assert!(back, "list capacity stayed at {cap} after a peak of {peak}");
     }
 }
+
+/// A gate an item waits at until the test opens it.
+fn gate() -> (Arc<AtomicBool>, impl Fn() + Send + 'static) {
+    let open = Arc::new(AtomicBool::new(false));
+    let o = open.clone();
+    (open, move || {
+        while !o.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(1));
+        }
+    })
+}
+
+/// A flusher lists a queue's pwqs, a retired one among them, and waits. The
+/// retired pwq's last item ends, it is freed, and another queue's new pwq
+/// takes its slot in the pool and gets an item that blocks. The flusher
+/// must not wait for that queue's item: its name for the freed pwq is stale
+/// (the slot's era changed), so it reads as dead and empty.
+#[test]
+fn a_flusher_never_waits_on_the_next_user_of_a_freed_pwq() {
+    if !common::in_own_process(
+        "a_flusher_never_waits_on_the_next_user_of_a_freed_pwq",
+        "CMWQ_T_ERA",
+    ) {
+        return;
+    }
+    let cpu = 0;
+    let w1 = Workqueue::builder("era1").unbound().build().unwrap();
+    let (open_a, wait_a) = gate();
+    w1.execute_on(cpu, wait_a).unwrap();
+    // A's pwq is retired (it holds A); B goes to the new generation.
+    w1.set_nice(1).unwrap();
+    let (open_b, wait_b) = gate();
+    w1.execute_on(cpu, wait_b).unwrap();
+    let flushed = Arc::new(AtomicBool::new(false));
+    let flusher = {
+        let (w1, f) = (w1.clone(), flushed.clone());
+        thread::spawn(move || {
+            w1.flush();
+            f.store(true, Ordering::SeqCst);
+        })
+    };
+    // The flusher has listed both pwqs once it waits; give it time to.
+    thread::sleep(Duration::from_millis(100));
+    open_a.store(true, Ordering::SeqCst);
+    // A's pwq dies and is freed: the snapshot lists only the live ones.
+    assert!(eventually(|| {
+        let s = cmwq::snapshot();
+        let me = s.workqueues.iter().find(|w| w.name == "era1").unwrap();
+        me.pwqs.len() == w1.nr_pwqs()
+    }));
+    // A queue with A's old attributes reuses the freed slot; its item blocks.
+    let w2 = Workqueue::builder("era2").unbound().build().unwrap();
+    let (open_c, wait_c) = gate();
+    w2.execute_on(cpu, wait_c).unwrap();
+    open_b.store(true, Ordering::SeqCst);
+    let returned = eventually(|| flushed.load(Ordering::SeqCst));
+    open_c.store(true, Ordering::SeqCst);
+    // (A flusher that waited on era2's item would not be woken by its end:
+    // it is not joined then, and the process ends with the test.)
+    assert!(
+        returned,
+        "era1's flush waited for an item of era2 (a freed pwq's slot reused)"
+    );
+    flusher.join().unwrap();
+}
