@@ -28,18 +28,18 @@ fn main() -> Result<(), cmwq::Error> {
     type Change = fn(&Workqueue, usize, &[usize]) -> Result<(), cmwq::Error>;
     let attrs: [(&str, Change); 5] = [
         ("set_affinity_scope", |wq, i, _| {
-            wq.set_affinity_scope(if i % 2 == 0 {
+            wq.set_affinity_scope(if i.is_multiple_of(2) {
                 Scope::Cpu
             } else {
                 Scope::System
             })
         }),
         ("set_cpumask", |wq, i, all| {
-            wq.set_cpumask(if i % 2 == 0 { &all[..1] } else { all })
+            wq.set_cpumask(if i.is_multiple_of(2) { &all[..1] } else { all })
         }),
         ("set_nice", |wq, i, _| wq.set_nice((i % 2) as i32)),
         ("set_affinity_strict", |wq, i, _| {
-            wq.set_affinity_strict(i % 2 == 0)
+            wq.set_affinity_strict(i.is_multiple_of(2))
         }),
         ("set_max_active", |wq, i, _| wq.set_max_active(1 + i % 2)),
     ];

@@ -32,7 +32,7 @@ fn all_cpus() -> Vec<usize> {
 
 /// One live change of attribute `i % 4` to one of two values.
 fn change(wq: &Workqueue, i: usize, cpus: &[usize]) {
-    let flip = (i / 4) % 2 == 0;
+    let flip = (i / 4).is_multiple_of(2);
     match i % 4 {
         0 => wq.set_affinity_scope(if flip { Scope::Cpu } else { Scope::System }),
         1 => wq.set_cpumask(if flip { &cpus[..1] } else { cpus }),

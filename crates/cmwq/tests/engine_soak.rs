@@ -168,7 +168,7 @@ fn producer(
     checks: Arc<Checks>,
     stop: Arc<AtomicBool>,
 ) -> Vec<(Arc<Count>, Option<Work>, Option<DelayedWork>)> {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (p as u64 + 1) * 0x1000_0001);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((p as u64 + 1) * 0x1000_0001));
     let works: Vec<(usize, Arc<Count>, Work)> = (0..qs.all().len())
         .flat_map(|q| (0..ITEMS).map(move |_| q))
         .map(|q| {
