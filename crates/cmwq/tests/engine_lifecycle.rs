@@ -248,6 +248,9 @@ fn dropping_a_frozen_queue_runs_what_it_holds() {
     }
 }
 
+/// Items of the peak in `a_peak_gives_its_memory_back`.
+const PEAK: usize = 200_000;
+
 /// A peak of queued items grows a pool's lists; once the pool is idle their
 /// memory comes back (it used to stay: about 32 B per peak item).
 #[test]
@@ -255,8 +258,6 @@ fn a_peak_gives_its_memory_back() {
     if !common::in_own_process("a_peak_gives_its_memory_back", "CMWQ_T_PEAK") {
         return;
     }
-    const PEAK: usize = 200_000;
-    const BOUND: usize = 16 * 1024;
     // A long item holds the CPU without being taken for CPU-intensive, so
     // the items queued behind it pile up on its CPU's worklist: 100 queues
     // of 2,000 active items each (a pwq holds at most `max_active` there).
@@ -300,17 +301,7 @@ fn a_peak_gives_its_memory_back() {
         q.flush();
     }
     assert_eq!(ran.load(Ordering::SeqCst), PEAK);
-    let mut cap = 0;
-    let back = eventually(|| {
-        cap = wq.debug_list_capacity();
-        cap < BOUND
-    });
-    println!("worklist capacity: {peak} items at the peak, {cap} once idle");
-    assert!(peak > PEAK / 2, "the peak did not build up ({peak})");
-    assert!(
-        back,
-        "list capacity stayed at {cap} items after a peak of {peak}"
-    );
+    gives_back(wq, peak, "worklist");
     drop(wqs);
 
     // The same for items held back by max_active (a pwq's inactive list),
@@ -332,15 +323,28 @@ fn a_peak_gives_its_memory_back() {
         wq.thaw().unwrap();
         wq.flush();
         assert_eq!(ran.load(Ordering::SeqCst), PEAK);
-        let mut cap = 0;
-        let back = eventually(|| {
-            cap = wq.debug_list_capacity();
-            cap < BOUND
-        });
-        println!("inactive capacity (unbound {unbound}): {peak} at the peak, {cap} once idle");
-        assert!(peak > PEAK / 2, "the peak did not build up ({peak})");
-        assert!(back, "list capacity stayed at {cap} after a peak of {peak}");
+        gives_back(&wq, peak, &format!("inactive list (unbound {unbound})"));
     }
+}
+
+/// Asserts that `wq`'s pools' lists, `peak` items big at the peak, come
+/// back under a bound once idle.
+fn gives_back(wq: &Workqueue, peak: usize, what: &str) {
+    const BOUND: usize = 16 * 1024;
+    let mut cap = 0;
+    let back = eventually(|| {
+        cap = wq.debug_list_capacity();
+        cap < BOUND
+    });
+    println!("{what} capacity: {peak} items at the peak, {cap} once idle");
+    assert!(
+        peak > PEAK / 2,
+        "{what}: the peak did not build up ({peak})"
+    );
+    assert!(
+        back,
+        "{what}: capacity stayed at {cap} after a peak of {peak}"
+    );
 }
 
 /// A gate an item waits at until the test opens it.

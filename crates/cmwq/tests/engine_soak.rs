@@ -136,17 +136,25 @@ struct Checks {
     ops: AtomicU64,
 }
 
+impl Checks {
+    /// What an item of queue `q` does: on a limited queue, count itself
+    /// running for a moment.
+    fn limited(&self, q: usize) {
+        match q {
+            3 => self.max_bound.run(200),
+            4 => self.max_unbound.run(200),
+            _ => {}
+        }
+    }
+}
+
 /// A counted work item on queue `q` (its runs check that queue's limit).
 fn counted(checks: &Arc<Checks>, q: usize) -> (Arc<Count>, Work) {
     let c = Arc::new(Count::default());
     let (c2, ch) = (c.clone(), checks.clone());
     let w = Work::new(move || {
         c2.runs.fetch_add(1, Ordering::SeqCst);
-        match q {
-            3 => ch.max_bound.run(200),
-            4 => ch.max_unbound.run(200),
-            _ => {}
-        }
+        ch.limited(q);
     });
     (c, w)
 }
@@ -234,11 +242,7 @@ fn producer(
                 let q = rng.below(all.len());
                 let ch = checks.clone();
                 let ok = all[q].execute(move || {
-                    match q {
-                        3 => ch.max_bound.run(200),
-                        4 => ch.max_unbound.run(200),
-                        _ => {}
-                    }
+                    ch.limited(q);
                     ch.jobs_ran.fetch_add(1, Ordering::SeqCst);
                 });
                 checks

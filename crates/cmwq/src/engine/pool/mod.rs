@@ -49,8 +49,17 @@
 //! Pools live for the whole process in a registry indexed by id, so a work item
 //! can name the pool that last held it with a plain integer (the kernel keeps the
 //! pool id in `work->data` for the same reason). An unbound pool whose last
-//! workqueue goes away lets its workers exit and is revived if the same
-//! attributes are asked for again.
+//! workqueue goes away lets its workers exit, gives back the memory of its
+//! pwq slots and item lists, is no longer listed by the snapshot, and is
+//! revived if the same attributes are asked for again; what stays is its
+//! record (attributes, lanes, counters), so that any id an item or a stale
+//! routing word holds still names a pool (the kernel frees the pool in
+//! `put_unbound_pool`: its ids are RCU-protected, ours are not).
+//!
+//! A pwq slot is freed when its pwq is (a retired pwq after its last item,
+//! see `OldPwqs` in `workqueue.rs`) and reused under a new era, so a pool
+//! holds as many slots as pwqs were ever attached to it *at once*, not as
+//! many as were ever attached ([`PwqId`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
