@@ -27,7 +27,7 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use super::node::{NodeActive, NodeGet};
-use super::pool::{self, NR_COLORS, Pool, PoolAttrs};
+use super::pool::{self, NR_COLORS, PWQ_BITS, Pool, PoolAttrs, PwqId};
 use super::spawn::{self, JoinHandle};
 use super::threads;
 use super::timer;
@@ -50,10 +50,18 @@ pub(crate) struct WqStats {
     pub rejected: AtomicU64,
 }
 
+/// A pwq: its pool and its name there (see [`PwqId`]: a stale one reads
+/// as dead).
 #[derive(Clone, Copy)]
 pub(crate) struct PwqRef {
     pub pool: &'static Pool,
-    pub slot: u32,
+    pub id: PwqId,
+}
+
+impl PartialEq for PwqRef {
+    fn eq(&self, o: &PwqRef) -> bool {
+        std::ptr::eq(self.pool, o.pool) && self.id == o.id
+    }
 }
 
 /// One generation of a workqueue's pwqs; replaced whole by an attrs change.
@@ -87,13 +95,17 @@ impl Pwqs {
 
 /// The current generation's routing, readable without a lock or an atomic
 /// read-modify-write: each CPU's pwq (and the default pwq) encoded in one
-/// atomic word as `(pool id + 1) << 32 | slot`, 0 for none.
+/// atomic word as `(pool id + 1) << 48 | slot << 24 | era`, 0 for
+/// none (pool ids stay below 2^16, slots and eras below 2^24).
 ///
 /// An attrs change stores the new words one by one, so a queuer may see the
-/// old pwq of one CPU and the new pwq of another; either is correct. Pwq
-/// memory is never reused while the workqueue lives (dead slots are kept until
-/// destroy), so a stale word always names this workqueue's pwq; if that pwq
-/// died, `Pool::insert` says so and the queuer reads again.
+/// old pwq of one CPU and the new pwq of another; either is correct. A
+/// retired pwq is freed once its last item ends and its slot reused, so a
+/// word read before a change may name a pwq that is gone: its era no
+/// longer matches, `Pool::insert` refuses it as it refuses a dead pwq, and
+/// the queuer reads again (and `insert` also checks that the pwq is this
+/// workqueue's, so even a wrapped era puts the item only on a live
+/// pwq of its own queue, never another's).
 ///
 /// Every word is `A:` with `Release` stores (`publish`, under `WQ flush` for
 /// an attrs change) and `Acquire` loads: a queuer that reads a word sees the
@@ -124,15 +136,22 @@ impl PwqMap {
     }
 
     fn encode(r: Option<PwqRef>) -> u64 {
-        r.map_or(0, |r| ((r.pool.id as u64 + 1) << 32) | r.slot as u64)
+        const { assert!(pool::MAX_POOLS < 1 << 16 && PWQ_BITS == 24) };
+        r.map_or(0, |r| {
+            ((r.pool.id as u64 + 1) << 48) | ((r.id.slot as u64) << 24) | r.id.era as u64
+        })
     }
 
     fn decode(v: u64) -> Option<PwqRef> {
-        let id = (v >> 32) as u32;
+        let id = (v >> 48) as u32;
         let pool = pool::get_pool(id.checked_sub(1)?)?;
+        let mask = (1u64 << PWQ_BITS) - 1;
         Some(PwqRef {
             pool,
-            slot: v as u32,
+            id: PwqId {
+                slot: ((v >> PWQ_BITS) & mask) as u32,
+                era: (v & mask) as u32,
+            },
         })
     }
 
@@ -200,19 +219,44 @@ struct Rescuer {
     tid: std::sync::atomic::AtomicI32,
 }
 
-/// What an attrs change leaves behind: the older generations' pwqs and the
-/// counters of those that died. One lock, since `apply` moves pwqs from one
-/// list to the other and a reader must see each pwq exactly once.
+/// What an attrs change leaves behind: the older generations' pwqs that
+/// still hold items, and the counters of those that died and were freed.
+/// One lock, since a pwq leaves the list and its counters join `dead_stats`
+/// in one step, and a reader must count each pwq exactly once.
+///
+/// # Nothing reaches a freed pwq
+///
+/// A retired pwq dies when its last item ends (or at once if it has none);
+/// its pool then asks the workqueue to free it ([`WqInner::reap`]), which,
+/// under this lock, takes it off `retired`, adds its counters to
+/// `dead_stats` and detaches it from its pool, which frees the slot for
+/// reuse under a new era. What may still name it afterwards:
+///
+/// - items: none. Every item on a pool's lists or running counts in its
+///   pwq's `nr_in_flight`, and a pwq dies only at zero; a dead pwq takes no
+///   new item (`Pool::insert` refuses it).
+/// - a queuer that read the routing words before the change, the ordered
+///   chain, a flusher's or drainer's list, a snapshot: each holds a
+///   [`PwqRef`] with the slot's era, and every pool call checks it
+///   under the pool lock: a freed pwq reads as dead and empty (a flusher
+///   has nothing to wait for, the chain drops it, a queuer reads again).
+/// - a node's list of waiting pwqs and the rescuer's mayday list name a
+///   slot only: the pool uses whatever holds that slot only if it is a live
+///   pwq of the same workqueue (and, for the node, of the same node and not
+///   plugged), so at worst a unit of the queue's own budget or its rescuer
+///   serves another of its own pwqs, which is what either is for.
+/// - the watchdog's tick and a worker's finished item's destructor (the
+///   busy table still lists the item) may add to the counters of the slot:
+///   at worst a few counts land on the slot's next pwq.
+///
+/// So a workqueue keeps only the retired pwqs that still hold items;
+/// `destroy` frees the rest.
 #[derive(Default)]
 struct OldPwqs {
-    /// WQ old: pwqs of older generations, kept (dead or draining) until destroy so
-    /// flush and stats still see them and a late queuer finds them dead.
+    /// WQ old: pwqs of older generations that have not died yet (they hold
+    /// items), so flush and stats still see them.
     retired: Vec<PwqRef>,
-    /// WQ old: retired pwqs found dead, taken off `retired` so flush and stats do not
-    /// walk every past generation; kept here only to be detached at destroy
-    /// (their slots are never reused while the workqueue lives).
-    dead: Vec<PwqRef>,
-    /// WQ old: the counters of the pwqs moved to `dead`.
+    /// WQ old: the counters of the retired pwqs that died and were freed.
     dead_stats: PwqStats,
 }
 
@@ -259,7 +303,7 @@ pub(crate) struct WqInner {
     cur: Mutex<Arc<Pwqs>>,
     /// A: the same generation as lock-free routing words (for `queue`).
     map: PwqMap,
-    /// WQ old: the retired and dead generations.
+    /// WQ old: the retired pwqs not freed yet, and the freed ones' counters.
     old: Mutex<OldPwqs>,
     /// WQ chain: ordered queues' generations oldest first; only the head runs.
     chain: Mutex<VecDeque<PwqRef>>,
@@ -339,15 +383,39 @@ impl WqInner {
     /// Ordered queues across an attrs change: drops dead generations from the
     /// head of the chain and lets the oldest live one run.
     pub(crate) fn ordered_advance(self: &Arc<Self>) {
+        let mut reap = Vec::new();
         let mut chain = self.chain.lock();
         while let Some(&head) = chain.front() {
-            if chain.len() > 1 && head.pool.kill_if_drained(head.slot) {
-                chain.pop_front();
-                continue;
+            if chain.len() > 1 {
+                let (dead, freed_by) = head.pool.kill_if_drained(head.id);
+                if dead {
+                    chain.pop_front();
+                    reap.extend(freed_by.map(|_| head));
+                    continue;
+                }
             }
-            head.pool.unplug(head.slot);
+            head.pool.unplug(head.id);
             break;
         }
+        drop(chain);
+        for r in reap {
+            self.reap(r.pool, r.id);
+        }
+    }
+
+    /// Frees a retired pwq that died (see [`OldPwqs`]): off the list, its
+    /// counters kept, its slot given back to its pool. Once: whoever finds
+    /// it on `retired` (this, `apply`'s sweep or `destroy`) frees it.
+    pub(crate) fn reap(&self, pool: &'static Pool, id: PwqId) {
+        let mut old = self.old.lock();
+        let r = PwqRef { pool, id };
+        let Some(i) = old.retired.iter().position(|x| *x == r) else {
+            return;
+        };
+        old.retired.swap_remove(i);
+        let st = pool.pwq_stats(id);
+        old.dead_stats.add(&st);
+        pool.detach(id);
     }
 
     /// Returns `units` of budget; true if some pwq waits for it.
@@ -369,7 +437,9 @@ impl WqInner {
     pub(crate) fn node_activate(self: &Arc<Self>, node: usize) {
         self.nodes[node].activate(
             || self.frozen.load(Ordering::Relaxed),
-            |pool, slot| pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self)),
+            |pool, slot| {
+                pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self, node))
+            },
         );
     }
 
@@ -392,26 +462,21 @@ impl WqInner {
         self.cur.lock().clone()
     }
 
-    /// Every pwq: the current generation's and the retired ones.
+    /// Every pwq: the current generation's and the retired ones not freed
+    /// yet, read as one picture: `apply` swaps the generation and moves pwqs
+    /// to `retired` under the `old` lock, taken first here too (lock order:
+    /// old, then cur), so no pwq is seen twice or missed.
     fn pwq_list(&self) -> Vec<PwqRef> {
-        self.pwq_list_and_dead().0
-    }
-
-    /// Every live or retired pwq, and the counters of the dead ones, read as
-    /// one consistent picture: `apply` swaps the generation and moves pwqs
-    /// between the lists under the `old` lock, taken first here too (lock
-    /// order: old, then cur), so no pwq is seen twice or missed.
-    fn pwq_list_and_dead(&self) -> (Vec<PwqRef>, PwqStats) {
         let old = self.old.lock();
         let mut v = self.pwqs().all.clone();
         v.extend(old.retired.iter());
-        (v, old.dead_stats)
+        v
     }
 
     fn nr_in_flight(&self) -> usize {
         self.pwq_list()
             .iter()
-            .map(|r| r.pool.with_pwq(r.slot, |p| p.nr_in_flight))
+            .map(|r| r.pool.with_pwq(r.id, |p| p.nr_in_flight))
             .sum()
     }
 
@@ -473,14 +538,14 @@ impl WqInner {
             if !self.ordered
                 && last != 0
                 && last != target.pool.id + 1
-                && let Some((pool, slot)) = pool::find_running(&work, self)
+                && let Some((pool, id)) = pool::find_running(&work, self)
             {
-                target = PwqRef { pool, slot };
+                target = PwqRef { pool, id };
             }
-            match target.pool.insert(target.slot, work, self.unbound) {
+            match target.pool.insert(target.id, work, self) {
                 Ok(()) => return true,
-                // The pwq died under an attrs change after we read the table:
-                // the new table is in place by now.
+                // The pwq died (or was freed) under an attrs change after we
+                // read the table: the new table is in place by now.
                 Err(back) => work = back,
             }
         }
@@ -518,7 +583,7 @@ impl WqInner {
             let next = ((*g + 1) % NR_COLORS as u64) as usize;
             if !pwqs
                 .iter()
-                .any(|r| r.pool.with_pwq(r.slot, |p| p.in_flight[next] > 0))
+                .any(|r| r.pool.with_pwq(r.id, |p| p.in_flight[next] > 0))
             {
                 break next;
             }
@@ -527,14 +592,14 @@ impl WqInner {
         *g += 1;
         let new = *g;
         for r in &pwqs {
-            r.pool.pwq_flip_color(r.slot, next as u8);
+            r.pool.pwq_flip_color(r.id, next as u8);
         }
         loop {
             let cur = *g;
             let span = (cur - new) as usize;
             let young = |i: usize| (i + NR_COLORS - next) % NR_COLORS <= span;
             let done = pwqs.iter().all(|r| {
-                r.pool.with_pwq(r.slot, |p| {
+                r.pool.with_pwq(r.id, |p| {
                     (0..NR_COLORS).all(|i| p.in_flight[i] == 0 || young(i))
                 })
             });
@@ -561,9 +626,29 @@ impl WqInner {
         self.draining.fetch_sub(1, Ordering::Relaxed);
     }
 
+    /// Activates what the limits allow now (after a thaw or a new `max_active`).
+    fn reactivate(self: &Arc<Self>) {
+        if self.unbound {
+            for n in 0..self.nodes.len() {
+                self.node_activate(n);
+            }
+        } else {
+            let max = self.max_active.load(Ordering::Relaxed);
+            for r in self.pwq_list() {
+                r.pool.pwq_set_max_active(r.id, max);
+            }
+        }
+    }
+
     fn destroy(self: &Arc<Self>) {
         if self.destroyed.swap(true, Ordering::SeqCst) {
             return;
+        }
+        // The last handle of a frozen queue thaws it: everything queued runs
+        // (the drain below would otherwise wait forever for items that a
+        // frozen queue never starts).
+        if self.frozen.swap(false, Ordering::Relaxed) {
+            self.reactivate();
         }
         // Drain for good: from here only the queue's own items (and its timers,
         // armed before or by them) may add work; every timer is fired at once.
@@ -590,11 +675,14 @@ impl WqInner {
                 let _ = h.join();
             }
         }
-        // No handle is left, so nothing queues any more: release the pwqs.
-        let dead = std::mem::take(&mut self.old.lock().dead);
-        for r in self.pwq_list().into_iter().chain(dead) {
-            r.pool.detach(r.slot);
+        // No handle is left, so nothing queues any more: release the pwqs
+        // (under `WQ old`, so a late `reap` finds nothing left to free).
+        let mut old = self.old.lock();
+        let retired = std::mem::take(&mut old.retired);
+        for r in self.pwqs().all.iter().chain(&retired) {
+            r.pool.detach(r.id);
         }
+        drop(old);
         unregister(self);
     }
 }
@@ -633,8 +721,9 @@ impl std::fmt::Debug for PanicHandler {
 /// jobs; it runs them on shared, topology-aware pools.
 ///
 /// Handles are cheap to clone; when the last one is dropped the workqueue is
-/// destroyed: pending delayed work is queued at once, everything queued runs,
-/// then its pools are released. Nothing queued is dropped.
+/// destroyed: pending delayed work is queued at once, a frozen queue is
+/// thawed, everything queued runs, then its pools are released. Nothing
+/// queued is dropped.
 ///
 /// # After `fork()`
 ///
@@ -1150,8 +1239,8 @@ impl WqInner {
             if !self.unbound {
                 for &c in &real {
                     let pool = pool::bound_pool(c, prio, ctx.wake)?;
-                    let slot = pool.attach(self.clone(), max_active, 0, color, false);
-                    let r = PwqRef { pool, slot };
+                    let id = pool.attach(self.clone(), max_active, 0, color, false)?;
+                    let r = PwqRef { pool, id };
                     tab.cpu[c] = Some(r);
                     tab.all.push(r);
                 }
@@ -1174,7 +1263,7 @@ impl WqInner {
             })?;
             let dfl = PwqRef {
                 pool: dfl_pool,
-                slot: dfl_pool.attach(self.clone(), max_active, dfl_node, color, plugged),
+                id: dfl_pool.attach(self.clone(), max_active, dfl_node, color, plugged)?,
             };
             tab.dfl = Some(dfl);
             tab.all.push(dfl);
@@ -1207,7 +1296,7 @@ impl WqInner {
                     let pool = pool::unbound_pool(attrs_of(pod_real, Vec::new()))?;
                     let r = PwqRef {
                         pool,
-                        slot: pool.attach(self.clone(), max_active, node, color, false),
+                        id: pool.attach(self.clone(), max_active, node, color, false)?,
                     };
                     tab.all.push(r);
                     for &c in &cpus {
@@ -1223,17 +1312,15 @@ impl WqInner {
                     .map(|&r| pool::unbound_pool(attrs_of(vec![r], pod_real.clone())))
                     .collect::<Result<Vec<_>, Error>>()?;
                 pool::link_pod(&lanes);
-                let refs: Vec<PwqRef> = lanes
-                    .iter()
-                    .map(|&pool| {
-                        let r = PwqRef {
-                            pool,
-                            slot: pool.attach(self.clone(), max_active, node, color, false),
-                        };
-                        tab.all.push(r);
-                        r
-                    })
-                    .collect();
+                let mut refs: Vec<PwqRef> = Vec::with_capacity(lanes.len());
+                for &pool in &lanes {
+                    let r = PwqRef {
+                        pool,
+                        id: pool.attach(self.clone(), max_active, node, color, false)?,
+                    };
+                    tab.all.push(r);
+                    refs.push(r);
+                }
                 for &c in &cpus {
                     let i = pod_real.binary_search(&to_real(c)).unwrap_or(0);
                     tab.cpu[c] = Some(refs[i]);
@@ -1258,7 +1345,7 @@ impl WqInner {
         })();
         if let Err(e) = res {
             for r in &tab.all {
-                r.pool.detach(r.slot);
+                r.pool.detach(r.id);
             }
             return Err(e);
         }
@@ -1304,21 +1391,20 @@ impl WqInner {
         Ok(())
     }
 
-    /// Moves the dead pwqs of `retired` to `dead`, their counters to
-    /// `dead_stats`. Dead is final (a dead pwq takes no items and has none in
-    /// flight), so flush and stats lose nothing by not walking them.
+    /// Frees the dead pwqs of `retired` whose `reap` has not run yet,
+    /// their counters to `dead_stats`. Dead is final (a dead pwq takes no
+    /// items and has none in flight), so flush and stats lose nothing.
     fn compact_retired(old: &mut OldPwqs) {
         let OldPwqs {
             retired,
-            dead,
             dead_stats,
         } = old;
         retired.retain(|r| {
-            if !r.pool.with_pwq(r.slot, |p| p.dead) {
+            if !r.pool.with_pwq(r.id, |p| p.dead) {
                 return true;
             }
-            dead_stats.add(&r.pool.pwq_stats(r.slot));
-            dead.push(*r);
+            dead_stats.add(&r.pool.pwq_stats(r.id));
+            r.pool.detach(r.id);
             false
         });
     }
@@ -1379,7 +1465,7 @@ impl WqInner {
         }
         drop(g);
         for r in &old.all {
-            r.pool.retire(r.slot);
+            r.pool.retire(r.id);
         }
         if self.ordered {
             self.ordered_advance();
@@ -1782,7 +1868,9 @@ impl Workqueue {
     }
 
     /// Stops activating new items (`FREEZABLE` only) and waits for the running
-    /// ones to finish; queued items wait, in order, until [`thaw`](Self::thaw).
+    /// ones to finish; queued items wait, in order, until [`thaw`](Self::thaw),
+    /// or until the last handle is dropped: that thaws the queue and runs
+    /// them, as it runs everything queued.
     ///
     /// # Panics
     ///
@@ -1803,7 +1891,7 @@ impl Workqueue {
                 .inner
                 .pwq_list()
                 .iter()
-                .any(|r| r.pool.with_pwq(r.slot, |p| p.nr_active > 0))
+                .any(|r| r.pool.with_pwq(r.id, |p| p.nr_active > 0))
         {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -1823,16 +1911,7 @@ impl Workqueue {
     }
 
     fn reactivate(&self) {
-        if self.inner.unbound {
-            for n in 0..self.inner.nodes.len() {
-                self.inner.node_activate(n);
-            }
-        } else {
-            let max = self.inner.max_active.load(Ordering::Relaxed);
-            for r in self.inner.pwq_list() {
-                r.pool.pwq_set_max_active(r.slot, max);
-            }
-        }
+        self.inner.reactivate();
     }
 
     /// The current `max_active`.
@@ -1890,6 +1969,17 @@ impl Workqueue {
         self.inner.nodes.iter().map(NodeActive::nr).collect()
     }
 
+    /// Capacity of the item lists of the pools this workqueue queues to now,
+    /// in items (a peak's memory shows here until it is given back). For
+    /// tests of the engine's memory; not a stable interface.
+    #[doc(hidden)]
+    pub fn debug_list_capacity(&self) -> usize {
+        let mut pools: Vec<&Pool> = self.inner.pwqs().all.iter().map(|r| r.pool).collect();
+        pools.sort_unstable_by_key(|p| p.id);
+        pools.dedup_by_key(|p| p.id);
+        pools.iter().map(|p| p.list_capacity()).sum()
+    }
+
     /// Number of pwqs of the current generation (pools this workqueue queues to).
     pub fn nr_pwqs(&self) -> usize {
         self.inner.pwqs().all.len()
@@ -1924,10 +2014,16 @@ impl Workqueue {
             rejected: self.inner.stats.rejected.load(Ordering::Relaxed),
             ..WorkqueueStats::default()
         };
-        let (live, mut sum) = self.inner.pwq_list_and_dead();
-        for r in &live {
-            sum.add(&r.pool.pwq_stats(r.slot));
-        }
+        let sum = {
+            // Under `WQ old`, so a pwq freed meanwhile is counted once: in
+            // `dead_stats` or here.
+            let old = self.inner.old.lock();
+            let mut sum = old.dead_stats;
+            for r in self.inner.pwqs().all.iter().chain(&old.retired) {
+                sum.add(&r.pool.pwq_stats(r.id));
+            }
+            sum
+        };
         sum.write_to(&mut out);
         out.in_flight = out.started.saturating_sub(out.completed);
         let (prio, note) = self.inner.prio.lock().clone();
@@ -2381,7 +2477,7 @@ impl Workqueue {
         let pwqs = inner
             .pwq_list()
             .iter()
-            .map(|r| r.pool.pwq_snap(r.slot))
+            .map(|r| r.pool.pwq_snap(r.id))
             .collect();
         crate::snapshot::WorkqueueSnap {
             id: inner.id,

@@ -145,3 +145,50 @@ pub fn wait_for(f: impl Fn() -> bool) -> bool {
     }
     false
 }
+
+/// The process's resident set size, in KiB (`VmRSS` of `/proc/self/status`).
+pub fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// The process's threads now (`/proc/self/task`).
+pub fn nr_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+/// Runs test `name` of this test binary again in a child process of its
+/// own (with `env` set to "1"), so that what it measures (RSS, threads) is
+/// its alone; returns true in the child, where the caller does the work,
+/// and asserts the child passed in the parent.
+pub fn in_own_process(name: &str, env: &str) -> bool {
+    if std::env::var_os(env).is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            name,
+            "--exact",
+            "--test-threads=1",
+            "--nocapture",
+            "--include-ignored",
+        ])
+        .env(env, "1")
+        .output()
+        .expect("re-run the test binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    assert!(out.status.success(), "{name} failed in its own process");
+    assert!(
+        text.contains("1 passed"),
+        "{name} did not run in its own process"
+    );
+    false
+}

@@ -122,6 +122,10 @@ pub fn spread_thresh() -> Duration {
     Duration::from_nanos(SPREAD_NS.load(Ordering::Relaxed))
 }
 
+/// The capacity a lane's worklist starts with, and shrinks back to after a
+/// peak (see `SHRINK_ABOVE` in the pool module).
+pub(crate) const LANE_LIST_CAP: usize = 32;
+
 /// A clock read at most once per decision, and only if a decision needs it.
 #[derive(Default)]
 pub(crate) struct LazyNow(Option<Instant>);
@@ -194,7 +198,7 @@ impl Lane {
             cpu,
             // Room for a burst up front: queueing allocates nothing in
             // steady state, even on a lane first used late.
-            worklist: VecDeque::with_capacity(32),
+            worklist: VecDeque::with_capacity(LANE_LIST_CAP),
             idle: Vec::new(),
             nr_running: 0,
             nr_woken: 0,

@@ -49,8 +49,17 @@
 //! Pools live for the whole process in a registry indexed by id, so a work item
 //! can name the pool that last held it with a plain integer (the kernel keeps the
 //! pool id in `work->data` for the same reason). An unbound pool whose last
-//! workqueue goes away lets its workers exit and is revived if the same
-//! attributes are asked for again.
+//! workqueue goes away lets its workers exit, gives back the memory of its
+//! pwq slots and item lists, is no longer listed by the snapshot, and is
+//! revived if the same attributes are asked for again; what stays is its
+//! record (attributes, lanes, counters), so that any id an item or a stale
+//! routing word holds still names a pool (the kernel frees the pool in
+//! `put_unbound_pool`: its ids are RCU-protected, ours are not).
+//!
+//! A pwq slot is freed when its pwq is (a retired pwq after its last item,
+//! see `OldPwqs` in `workqueue.rs`) and reused under a new era, so a pool
+//! holds as many slots as pwqs were ever attached to it *at once*, not as
+//! many as were ever attached ([`PwqId`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -86,6 +95,37 @@ use crate::types::{PwqStats, WakeMode};
 
 /// Number of flush colours per pool workqueue (as the kernel's 4 colour bits).
 pub(crate) const NR_COLORS: usize = 16;
+
+/// A list of items (a lane's worklist, a pwq's inactive list, a worker's
+/// `scheduled`) whose capacity grew past this many items during a peak is
+/// given back once it is empty and its pool or pwq is idle: a worker going
+/// idle looks at its lane, a pwq whose last item ends at its inactive list,
+/// a worker idle for a whole idle timeout at every list of its pool
+/// ([`PoolInner::shrink_lists`]). The check is one comparison where the
+/// list is found empty anyway; the memory moves once per peak.
+const SHRINK_ABOVE: usize = 1024;
+/// The capacity a pwq's inactive list starts with, and shrinks back to.
+const PWQ_LIST_CAP: usize = 8;
+
+/// Bits of a pwq slot's number, and of its era, in a [`PwqId`] (so
+/// that a pool id, a slot and an era fit one routing word).
+pub(crate) const PWQ_BITS: u32 = 24;
+/// The era counter wraps at this mask.
+const ERA_MASK: u32 = (1 << PWQ_BITS) - 1;
+
+/// The name of one pwq: its slot in its pool and the era of that
+/// slot. A slot is reused once its pwq is freed ([`Pool::detach`]), and each
+/// reuse bumps the era (its generation), so a name kept by someone who looked earlier
+/// (a queuer that read the routing table before an attrs change, a flusher's
+/// list, the ordered chain) no longer matches: every call that takes a
+/// `PwqId` checks it under the pool lock and treats a stale one as a dead,
+/// empty pwq. Items on the pool's lists name their pwq by slot alone: an item
+/// counts in its pwq's `nr_in_flight`, and a pwq is freed only at zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PwqId {
+    pub slot: u32,
+    pub era: u32,
+}
 
 /// What makes two unbound workqueues share a pool (the kernel's attrs hash).
 /// `I:` in its pool (`Pool::attrs`).
@@ -234,6 +274,8 @@ impl WorkerSlot {
 pub(crate) struct PwqState {
     /// L: its workqueue; `None` once detached (the slot is free).
     pub wq: Option<Arc<WqInner>>,
+    /// L: the slot's era (see [`PwqId`]), bumped by each attach.
+    pub era: u32,
     /// L: bound queues' per-pwq `max_active`.
     pub max_active: usize,
     /// L: items active (on a worklist or running).
@@ -263,6 +305,33 @@ pub(crate) struct PwqState {
     /// L: an ordered workqueue's newest pwq while an older one still has items:
     /// holds its items inactive so the order survives an attrs change.
     pub plugged: bool,
+}
+
+impl PwqState {
+    /// A free slot whose last pwq had era `era`: nothing allocated.
+    fn free(era: u32) -> PwqState {
+        PwqState {
+            wq: None,
+            era,
+            max_active: 0,
+            nr_active: 0,
+            inactive: VecDeque::new(),
+            in_flight: [0; NR_COLORS],
+            nr_in_flight: 0,
+            work_color: 0,
+            node: 0,
+            credits: 0,
+            stats: PwqStats::default(),
+            retired: true,
+            dead: true,
+            plugged: false,
+        }
+    }
+
+    /// What a pwq that is gone reads as: dead, empty, no counters.
+    fn gone() -> PwqState {
+        PwqState::free(0)
+    }
 }
 
 /// The lock-protected state of a pool: every field is `L:`.
@@ -385,6 +454,8 @@ pub(crate) struct Post {
     activate: Option<(Arc<WqInner>, usize)>,
     /// A pwq of this ordered workqueue died: unplug the next one.
     died: Option<Arc<WqInner>>,
+    /// A retired pwq died: its workqueue frees it ([`WqInner::reap`]).
+    reap: Option<(Arc<WqInner>, PwqId)>,
 }
 
 impl Post {
@@ -394,6 +465,7 @@ impl Post {
             || self.activate.is_some()
             || self.notify.is_some()
             || self.died.is_some()
+            || self.reap.is_some()
     }
 
     fn run(self, pool: &'static Pool) {
@@ -409,10 +481,60 @@ impl Post {
         if let Some(wq) = self.died {
             wq.ordered_advance();
         }
+        if let Some((wq, id)) = self.reap {
+            wq.reap(pool, id);
+        }
     }
 }
 
 impl PoolInner {
+    /// Gives back the memory of every list of the pool whose capacity is
+    /// far above what it holds (see [`SHRINK_ABOVE`]). Not on any item's
+    /// path: an idle timeout, or the pool's last pwq going.
+    fn shrink_lists(&mut self) {
+        fn shrink(v: &mut VecDeque<Item>, floor: usize) {
+            if v.capacity() > SHRINK_ABOVE.max(4 * v.len()) {
+                v.shrink_to(floor.max(2 * v.len()));
+            }
+        }
+        for l in &mut self.lanes {
+            shrink(&mut l.worklist, lane::LANE_LIST_CAP);
+        }
+        for p in self.pwqs.iter_mut().filter(|p| p.wq.is_some()) {
+            shrink(&mut p.inactive, PWQ_LIST_CAP);
+        }
+        for w in &mut self.workers {
+            shrink(&mut w.scheduled, 0);
+        }
+    }
+
+    /// The lists' capacity, in items (a test's view of [`shrink_lists`](Self::shrink_lists)).
+    fn list_capacity(&self) -> usize {
+        self.lanes
+            .iter()
+            .map(|l| l.worklist.capacity())
+            .sum::<usize>()
+            + self
+                .pwqs
+                .iter()
+                .map(|p| p.inactive.capacity())
+                .sum::<usize>()
+            + self
+                .workers
+                .iter()
+                .map(|w| w.scheduled.capacity())
+                .sum::<usize>()
+    }
+
+    /// The slot of pwq `id` if that pwq is still attached (not freed, and
+    /// its slot not reused since `id` was handed out).
+    fn live(&self, id: PwqId) -> Option<usize> {
+        let i = id.slot as usize;
+        self.pwqs
+            .get(i)
+            .filter(|p| p.era == id.era && p.wq.is_some())
+            .map(|_| i)
+    }
     fn nr_idle(&self) -> usize {
         self.lanes.iter().map(|l| l.idle.len()).sum()
     }
@@ -717,7 +839,7 @@ fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wake: Option<W
 // ---- registry ----
 
 /// Most pools a process makes (ids are never reused).
-const MAX_POOLS: usize = 1 << 14;
+pub(crate) const MAX_POOLS: usize = 1 << 14;
 /// O: every pool, by id; each slot is set once, before the pool is used.
 static POOLS: [OnceLock<&'static Pool>; MAX_POOLS] = [const { OnceLock::new() }; MAX_POOLS];
 /// A: the next pool id. `Relaxed`: a scan bound; each `POOLS` slot publishes
@@ -930,6 +1052,12 @@ impl Pool {
         self.inner.lock()
     }
 
+    /// The capacity of the pool's item lists, in items (see
+    /// [`PoolInner::shrink_lists`]).
+    pub(crate) fn list_capacity(&self) -> usize {
+        self.lock().list_capacity()
+    }
+
     /// A lane pool's pod, named by the id of its first lane pool.
     pub(crate) fn pod_id(&self) -> Option<u32> {
         self.pod_pools.get().and_then(|v| v.first()).map(|p| p.id)
@@ -951,7 +1079,8 @@ impl Pool {
 
     /// Links a workqueue to this pool: allocates its pwq slot. New items get
     /// flush colour `color` (the workqueue's current one); a `plugged` pwq holds
-    /// its items until [`unplug`](Self::unplug).
+    /// its items until [`unplug`](Self::unplug). Fails only when the pool
+    /// already holds 2^24 pwqs (a slot number must fit a routing word).
     pub(crate) fn attach(
         &'static self,
         wq: Arc<WqInner>,
@@ -959,18 +1088,28 @@ impl Pool {
         node: usize,
         color: u8,
         plugged: bool,
-    ) -> u32 {
+    ) -> Result<PwqId, crate::Error> {
         let mut g = self.lock();
+        let slot = match g.free_pwqs.pop() {
+            Some(s) => s,
+            None if g.pwqs.len() > ERA_MASK as usize => return Err(crate::Error::TooManyPools),
+            None => {
+                g.pwqs.push(PwqState::free(ERA_MASK));
+                (g.pwqs.len() - 1) as u32
+            }
+        };
+        let era = g.pwqs[slot as usize].era.wrapping_add(1) & ERA_MASK;
         g.refcnt += 1;
         g.dying = false;
-        let st = PwqState {
+        g.pwqs[slot as usize] = PwqState {
             wq: Some(wq),
+            era,
             max_active,
             nr_active: 0,
             // Room up front, as for the lane worklists: a pwq first used late
             // (a lane pool of the pod the queuer just moved to) must not
             // allocate on the queue path.
-            inactive: VecDeque::with_capacity(8),
+            inactive: VecDeque::with_capacity(PWQ_LIST_CAP),
             in_flight: [0; NR_COLORS],
             nr_in_flight: 0,
             work_color: color,
@@ -981,34 +1120,38 @@ impl Pool {
             dead: false,
             plugged,
         };
-        let slot = if let Some(s) = g.free_pwqs.pop() {
-            g.pwqs[s as usize] = st;
-            s
-        } else {
-            g.pwqs.push(st);
-            (g.pwqs.len() - 1) as u32
-        };
         if g.nr_workers == 0 {
             g = self.create_worker(g, 0);
         }
         drop(g);
-        slot
+        Ok(PwqId { slot, era })
     }
 
     /// Unlinks a drained pwq and frees its slot (a dead pwq gave up its pool
-    /// reference already).
-    pub(crate) fn detach(&'static self, slot: u32) {
+    /// reference already); its memory goes with it, and the slot is reused
+    /// by the next attach under a new era. Does nothing for a stale
+    /// `id` (freed already: `destroy` and [`WqInner::reap`] may both try).
+    pub(crate) fn detach(&'static self, id: PwqId) {
         let mut g = self.lock();
-        let dead = g.pwqs[slot as usize].dead;
-        g.pwqs[slot as usize].wq = None;
-        g.pwqs[slot as usize].dead = false;
-        g.free_pwqs.push(slot);
+        let Some(i) = g.live(id) else {
+            return;
+        };
+        let dead = g.pwqs[i].dead;
+        debug_assert_eq!(g.pwqs[i].nr_in_flight, 0, "detaching a pwq with items");
+        // Dropped after the unlock: the workqueue reference may be the last.
+        let old = std::mem::replace(&mut g.pwqs[i], PwqState::free(id.era));
+        g.free_pwqs.push(id.slot);
         let wake = if dead {
             Vec::new()
         } else {
             self.put_ref(&mut g)
         };
+        if g.refcnt == 0 && g.free_pwqs.len() == g.pwqs.len() {
+            // No workqueue uses the pool any more: its lists' memory goes too.
+            g.shrink_lists();
+        }
         drop(g);
+        drop(old);
         for t in wake {
             t.unpark();
         }
@@ -1030,27 +1173,34 @@ impl Pool {
         wake
     }
 
-    /// Marks a pwq dead: no more items, pool reference released. The slot stays
-    /// allocated (a queuer holding an old table may still look at it) until the
-    /// workqueue is destroyed.
+    /// Marks a retired pwq dead: no more items, pool reference released.
+    /// The slot stays allocated until its workqueue frees it
+    /// ([`WqInner::reap`], asked for through `post`), which takes it off its
+    /// lists first.
     fn kill_pwq(&self, g: &mut PoolInner, slot: u32, post: &mut Post) -> Vec<Thread> {
         let p = &mut g.pwqs[slot as usize];
         p.dead = true;
         let wq = p.wq.clone().expect("live pwq");
+        let id = PwqId { slot, era: p.era };
         if wq.ordered {
-            post.died = Some(wq);
+            post.died = Some(wq.clone());
         }
+        debug_assert!(post.reap.is_none(), "one pwq dies per post");
+        post.reap = Some((wq, id));
         self.put_ref(g)
     }
 
     /// Retires a pwq replaced by a new table; it dies at once if empty, else
     /// when its last item completes.
-    pub(crate) fn retire(&'static self, slot: u32) {
+    pub(crate) fn retire(&'static self, id: PwqId) {
         let mut g = self.lock();
+        let Some(i) = g.live(id) else {
+            return;
+        };
         let mut post = Post::default();
-        g.pwqs[slot as usize].retired = true;
-        let wake = if g.pwqs[slot as usize].nr_in_flight == 0 && !g.pwqs[slot as usize].dead {
-            self.kill_pwq(&mut g, slot, &mut post)
+        g.pwqs[i].retired = true;
+        let wake = if g.pwqs[i].nr_in_flight == 0 && !g.pwqs[i].dead {
+            self.kill_pwq(&mut g, id.slot, &mut post)
         } else {
             Vec::new()
         };
@@ -1062,29 +1212,37 @@ impl Pool {
     }
 
     /// Kills a retired, empty pwq found while advancing an ordered chain.
-    pub(crate) fn kill_if_drained(&'static self, slot: u32) -> bool {
+    /// Returns whether it is dead (or gone), and the workqueue that must
+    /// free it ([`WqInner::reap`], which the caller runs once it holds no
+    /// lock: it is the chain walker, and `died` would re-enter it).
+    pub(crate) fn kill_if_drained(&'static self, id: PwqId) -> (bool, Option<Arc<WqInner>>) {
         let mut g = self.lock();
-        let p = &g.pwqs[slot as usize];
+        let Some(i) = g.live(id) else {
+            return (true, None);
+        };
+        let p = &g.pwqs[i];
         if p.dead {
-            return true;
+            return (true, None);
         }
         if !(p.retired && p.nr_in_flight == 0) {
-            return false;
+            return (false, None);
         }
         let mut post = Post::default();
-        let wake = self.kill_pwq(&mut g, slot, &mut post);
+        let wake = self.kill_pwq(&mut g, id.slot, &mut post);
         drop(g);
         for t in wake {
             t.unpark();
         }
-        // The caller is the chain walker: `post.died` would re-enter it.
-        true
+        (true, post.reap.take().map(|(wq, _)| wq))
     }
 
     /// Lets a plugged pwq's items compete for the node budget, oldest first.
-    pub(crate) fn unplug(&'static self, slot: u32) {
+    pub(crate) fn unplug(&'static self, id: PwqId) {
         let mut g = self.lock();
-        let p = &mut g.pwqs[slot as usize];
+        let Some(i) = g.live(id) else {
+            return;
+        };
+        let p = &mut g.pwqs[i];
         if !p.plugged {
             return;
         }
@@ -1097,33 +1255,42 @@ impl Pool {
         }
         // Registered under the pool lock, so an item queued right after the
         // unlock finds waiters and lines up behind these.
-        wq.node_enqueue_waiting(node, self.id, slot, n);
+        wq.node_enqueue_waiting(node, self.id, id.slot, n);
         drop(g);
         wq.node_activate(node);
     }
 
     /// Sets the flush colour that new items of a pwq get.
-    pub(crate) fn pwq_flip_color(&self, slot: u32, color: u8) {
+    pub(crate) fn pwq_flip_color(&self, id: PwqId, color: u8) {
         let mut g = self.lock();
-        g.pwqs[slot as usize].work_color = color;
+        if let Some(i) = g.live(id) {
+            g.pwqs[i].work_color = color;
+        }
     }
 
-    /// A pwq's counters.
-    pub(crate) fn pwq_stats(&self, slot: u32) -> PwqStats {
-        self.lock().pwqs[slot as usize].stats
+    /// A pwq's counters (zero for one that is gone).
+    pub(crate) fn pwq_stats(&self, id: PwqId) -> PwqStats {
+        self.with_pwq(id, |p| p.stats)
     }
 
-    /// Runs `f` on a pwq's state under the pool lock.
-    pub(crate) fn with_pwq<R>(&self, slot: u32, f: impl FnOnce(&PwqState) -> R) -> R {
+    /// Runs `f` on a pwq's state under the pool lock; a pwq that is gone
+    /// reads as dead and empty.
+    pub(crate) fn with_pwq<R>(&self, id: PwqId, f: impl FnOnce(&PwqState) -> R) -> R {
         let g = self.lock();
-        f(&g.pwqs[slot as usize])
+        match g.live(id) {
+            Some(i) => f(&g.pwqs[i]),
+            None => f(&PwqState::gone()),
+        }
     }
 
     /// Changes a pwq's max_active and activates what the new limit allows.
-    pub(crate) fn pwq_set_max_active(&'static self, slot: u32, max: usize) {
+    pub(crate) fn pwq_set_max_active(&'static self, id: PwqId, max: usize) {
         let mut g = self.lock();
-        g.pwqs[slot as usize].max_active = max;
-        let hint = self.activate_pwq(&mut g, slot);
+        let Some(i) = g.live(id) else {
+            return;
+        };
+        g.pwqs[i].max_active = max;
+        let hint = self.activate_pwq(&mut g, id.slot);
         let wake = g.kick(hint, self.cap);
         unlock_wake(self, g, wake);
     }
@@ -1145,9 +1312,24 @@ impl Pool {
 
     /// Activates one inactive item of an unbound pwq that holds a node budget slot.
     /// Returns false (budget not used) if the pwq has nothing inactive.
-    pub(crate) fn activate_one_unbound(&'static self, slot: u32, wq: &Arc<WqInner>) -> bool {
+    ///
+    /// A waiting entry names its pwq by slot alone and may outlive it (its
+    /// items were cancelled, the pwq died and was freed): whatever pwq holds
+    /// the slot now is used only if it is `wq`'s, draws on the same `node`
+    /// and is not plugged, so the unit is one of that pwq's own budget and an
+    /// ordered queue's held-back generation stays held back.
+    pub(crate) fn activate_one_unbound(
+        &'static self,
+        slot: u32,
+        wq: &Arc<WqInner>,
+        node: usize,
+    ) -> bool {
         let mut g = self.lock();
         if !g.pwq_of(slot, wq) {
+            return false;
+        }
+        let p = &g.pwqs[slot as usize];
+        if p.node != node || p.plugged {
             return false;
         }
         let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else {
@@ -1164,22 +1346,31 @@ impl Pool {
     /// Puts a claimed work item on this pool (the tail of `__queue_work`).
     /// The item's reference is handed over: the worklist keeps it. Gives it
     /// back, changing nothing, if the pwq died after the caller picked it:
-    /// the caller picks again from the workqueue's current table.
+    /// the caller picks again from the workqueue's current table; also if
+    /// `id` is stale (the pwq was freed since the caller read it).
     pub(crate) fn insert(
         &'static self,
-        slot: u32,
+        id: PwqId,
         work: Arc<WorkInner>,
-        unbound: bool,
+        wq: &Arc<WqInner>,
     ) -> Result<(), Arc<WorkInner>> {
+        let unbound = wq.unbound;
         let cpu = if self.attrs.pod_cpus.len() > 1 {
             sched::current_cpu()
         } else {
             0
         };
         let mut g = self.lock();
-        if g.pwqs[slot as usize].dead {
+        // A stale name (the slot freed, maybe reused by another queue) is
+        // refused like a dead pwq; `pwq_of` makes a wrap of the era
+        // harmless too: the item only ever goes to a live pwq of its queue.
+        let Some(i) = g.live(id) else {
+            return Err(work);
+        };
+        if g.pwqs[i].dead || !g.pwq_of(id.slot, wq) {
             return Err(work);
         }
+        let slot = id.slot;
         let lane = g.queue_lane(cpu, self.cap);
         work.pool.store(self.id + 1, Ordering::Relaxed);
         let p = &mut g.pwqs[slot as usize];
@@ -1245,6 +1436,11 @@ impl Pool {
         let p = &mut g.pwqs[slot as usize];
         p.in_flight[color as usize] -= 1;
         p.nr_in_flight -= 1;
+        if p.nr_in_flight == 0 && p.inactive.capacity() > SHRINK_ABOVE {
+            // The pwq went idle after a peak held back by `max_active`:
+            // the list's memory goes back (once per peak, not per item).
+            p.inactive = VecDeque::with_capacity(PWQ_LIST_CAP);
+        }
         let wq = p.wq.as_ref().expect("live pwq");
         if (p.in_flight[color as usize] == 0 || p.nr_in_flight == 0) && wq.has_flushers() {
             post.notify = Some(wq.clone());
@@ -1351,12 +1547,13 @@ pub(crate) fn steal_at(id_plus_1: u32, a: usize) -> bool {
 pub(crate) fn find_running(
     work: &Arc<WorkInner>,
     wq: &Arc<WqInner>,
-) -> Option<(&'static Pool, u32)> {
+) -> Option<(&'static Pool, PwqId)> {
     let id = work.pool.load(Ordering::Relaxed);
     let pool = get_pool(id.checked_sub(1)?)?;
     let g = pool.lock();
     let w = g.find_executing(work)?;
     let slot = g.workers[w].current_pwq;
     let same = g.pwq_of(slot, wq);
-    same.then_some((pool, slot))
+    let era = g.pwqs[slot as usize].era;
+    same.then_some((pool, PwqId { slot, era }))
 }

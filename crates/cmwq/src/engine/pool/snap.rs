@@ -23,15 +23,20 @@ fn all_pools() -> impl Iterator<Item = &'static Pool> {
 }
 
 /// The "Worker Pools" part of [`crate::snapshot()`]: each pool read under its
-/// own lock, one at a time.
+/// own lock, one at a time. An unbound pool that no workqueue uses and
+/// whose workers have exited is not shown: it holds nothing but its
+/// attributes, kept so the same attributes find it again.
 pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
-    all_pools().map(Pool::snap).collect()
+    all_pools().filter_map(Pool::snap).collect()
 }
 
 impl Pool {
-    fn snap(&self) -> crate::snapshot::PoolSnap {
+    fn snap(&self) -> Option<crate::snapshot::PoolSnap> {
         let (workers, idle, running, worklist, refs, manager, lanes, lockups) = {
             let g = self.lock();
+            if self.attrs.cpu.is_none() && g.refcnt == 0 && g.nr_workers == 0 && !g.has_work() {
+                return None;
+            }
             let lanes: Vec<crate::snapshot::LaneSnap> = g
                 .lanes
                 .iter()
@@ -63,7 +68,7 @@ impl Pool {
             PoolPrio::Nice(_) => ("other", 0),
             PoolPrio::Fifo(p) => ("fifo", p),
         };
-        crate::snapshot::PoolSnap {
+        Some(crate::snapshot::PoolSnap {
             id: self.id,
             flags: self.flags(manager),
             refs,
@@ -95,7 +100,7 @@ impl Pool {
             prio_failed: self.prio_failed.load(Ordering::Relaxed),
             lockups,
             lanes,
-        }
+        })
     }
 
     /// The kernel's pool flag bits that apply (the snapshot's and the lockup
@@ -112,8 +117,8 @@ impl Pool {
     }
 
     /// One pwq as the snapshot shows it.
-    pub(crate) fn pwq_snap(&self, slot: u32) -> crate::snapshot::PwqSnap {
-        self.with_pwq(slot, |p| crate::snapshot::PwqSnap {
+    pub(crate) fn pwq_snap(&self, id: super::PwqId) -> crate::snapshot::PwqSnap {
+        self.with_pwq(id, |p| crate::snapshot::PwqSnap {
             pool: self.id,
             state: if p.dead {
                 "dead"

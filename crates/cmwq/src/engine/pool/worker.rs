@@ -9,10 +9,12 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
-use super::lane::LazyNow;
+use std::collections::VecDeque;
+
+use super::lane::{LANE_LIST_CAP, LazyNow};
 use super::{
     BLOCKED_INTENSIVE, CURRENT, DEBUG_KILL_WORKER, IDLE_TIMEOUT_MS, Item, Pool, PoolInner, Post,
-    WORKER, WState, unlock_wake,
+    SHRINK_ABOVE, WORKER, WState, unlock_wake,
 };
 use crate::engine::watchdog;
 use crate::engine::work::WorkInner;
@@ -33,7 +35,12 @@ impl PoolInner {
     fn enter_idle(&mut self, me: usize) {
         self.workers[me].state = WState::Idle;
         let h = self.workers[me].lane;
-        self.lanes[h].idle.push(me);
+        let l = &mut self.lanes[h];
+        l.idle.push(me);
+        if l.worklist.is_empty() && l.worklist.capacity() > SHRINK_ABOVE {
+            // The lane drained after a peak: give the memory back.
+            l.worklist = VecDeque::with_capacity(LANE_LIST_CAP);
+        }
     }
 
     /// Takes worker `me` off its idle stack (it was not picked by a kick).
@@ -191,6 +198,11 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 thread::park_timeout(timeout);
                 timed_out = t0.elapsed() >= timeout;
                 g = pool.lock();
+                if timed_out {
+                    // Idle a whole idle timeout: whatever list of the pool
+                    // a peak left big (another lane's, a pwq's) shrinks now.
+                    g.shrink_lists();
+                }
                 if g.workers[me].state == WState::Woken {
                     // Picked for a lane (maybe re-homed onto it by the waker).
                     let h = g.workers[me].lane;
