@@ -104,13 +104,14 @@ pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
     Ok(c)
 }
 
-/// A one-line progress bar on stderr, only when stderr is a terminal.
-struct Bar {
-    on: bool,
+/// A one-line progress bar on stderr, only when stderr is a terminal
+/// (`cmwq bench` and `cmwq mix`).
+pub(crate) struct Bar {
+    pub(crate) on: bool,
 }
 
 impl Bar {
-    fn show(&self, p: &Progress) {
+    pub(crate) fn show(&self, p: &Progress) {
         if !self.on {
             return;
         }
