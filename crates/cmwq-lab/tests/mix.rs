@@ -67,6 +67,10 @@ fn check(cfg: &MixConfig, r: &MixReport) {
         );
         assert!(run.wall_s > 0.0 && run.cpu_us_per_job > 0.0, "{what}");
         assert!(run.busy_pct > 0.0, "{what}");
+        // The workqueue's counters, for cmwq's executors only.
+        let cmwq = run.executor.starts_with("cmwq");
+        assert_eq!(run.cm_wakeup.is_some(), cmwq, "{what}");
+        assert_eq!(run.cm_sampled.is_some(), cmwq, "{what}");
     }
     // One row per block time and executor, in schedule order.
     assert_eq!(r.rows.len(), per_round);
@@ -96,6 +100,16 @@ fn every_executor_runs_every_job_once() {
     cfg.vs = mix::peer_names().iter().map(|s| s.to_string()).collect();
     let r = run(&cfg);
     check(&cfg, &r);
+    // The annotation reaches cmwq: its blocks woke other workers. (The
+    // producers offer more work than two CPUs run, so items always wait when
+    // a worker blocks.)
+    let woken: u64 = r
+        .runs
+        .iter()
+        .filter(|r| r.executor == "cmwq_annotated")
+        .filter_map(|r| r.cm_wakeup)
+        .sum();
+    assert!(woken >= 1, "no cm_wakeup in any annotated run");
     // The fixed-size peers never have more threads than their workers.
     for run in r.runs.iter().filter(|r| r.executor == "crossbeam") {
         assert!(run.peak_threads <= cfg.workers as i64, "{run:?}");

@@ -45,6 +45,13 @@ pub trait MixPool: JobPool {
     fn own_threads(&self) -> Option<usize> {
         None
     }
+
+    /// cmwq only: the workqueue's `(cm_wakeup, sampled)` counters, how often
+    /// concurrency management woke another worker, and how many of the
+    /// workers it found asleep were found by the engine rather than told.
+    fn cm_counters(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 impl MixPool for RayonExec {}
@@ -78,6 +85,12 @@ impl MixPool for CmwqPool {
                 .map(|p| p.workers)
                 .sum(),
         )
+    }
+
+    fn cm_counters(&self) -> Option<(u64, u64)> {
+        let s = cmwq::snapshot();
+        let w = s.workqueues.iter().find(|w| w.name == self.wq.name())?;
+        Some((w.stats.cm_wakeup, w.stats.sampled))
     }
 }
 

@@ -120,6 +120,14 @@ pub struct MixRun {
     /// Blocks that slept instead because they could not block the asked way
     /// (a pipe that could not be made); 0 normally.
     pub block_fallbacks: u64,
+    /// cmwq only: times concurrency management woke another worker because
+    /// one blocked or ran long (the workqueue's `cm_wakeup`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_wakeup: Option<u64>,
+    /// cmwq only: blocked workers the engine found itself, unannotated (the
+    /// workqueue's `sampled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_sampled: Option<u64>,
     /// Why the first of those could not block, if any did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_error: Option<String>,
@@ -438,6 +446,7 @@ pub fn run_once(
         ));
     }
     let fallbacks = sh.blocker.failures();
+    let cm = pool.cm_counters();
     drop(pool);
     let (mut cpu, mut blk) = (Vec::new(), Vec::new());
     let (mut ran_once, mut runs) = (0u64, 0u64);
@@ -484,6 +493,8 @@ pub fn run_once(
         cpu_us_per_job: cpu_s / n as f64 * 1e6,
         busy_pct: cpu_s / (secs * ncpu.max(1) as f64) * 100.0,
         peak_threads: peak as i64 - others as i64,
+        cm_wakeup: cm.map(|c| c.0),
+        cm_sampled: cm.map(|c| c.1),
         block_fallbacks: fallbacks.as_ref().map_or(0, |f| f.0),
         block_error: fallbacks.map(|f| f.1),
     })
