@@ -295,24 +295,32 @@ mod tests {
         assert!(Burn::new(1000).iters > Burn::new(10).iters);
     }
 
-    /// Each kind blocks the calling thread (it sleeps: not runnable), and
-    /// the helper threads stop when the blocker is dropped.
+    /// Sleep and pipe block the calling thread for the block time (it
+    /// sleeps: not runnable); the mutex's helper holds the lock; the helper
+    /// threads stop when the blocker is dropped.
     #[test]
     fn every_kind_blocks_and_its_helper_stops() {
         for k in BlockKind::ALL {
             let b = Blocker::start(k, Duration::from_millis(5)).unwrap();
             assert_eq!(b.threads(), usize::from(k != BlockKind::Sleep));
+            if k == BlockKind::Mutex {
+                // The lock is free only for moments between two holds.
+                let t0 = Instant::now();
+                while b.lock.try_lock().is_ok() {
+                    assert!(t0.elapsed() < Duration::from_secs(30), "never held");
+                    thread::sleep(Duration::from_micros(100));
+                }
+            }
             let c0 = thread_cpu_now();
             let t0 = Instant::now();
             for _ in 0..4 {
                 b.block();
             }
-            // The pipe's reads waited for the timer: at least 4 × 5 ms passed.
             if k != BlockKind::Mutex {
+                // Each waited out its 5 ms, sleeping: far less CPU than wall.
                 assert!(t0.elapsed() >= Duration::from_millis(20), "{k:?}");
+                assert!(thread_cpu_now() - c0 < t0.elapsed(), "{k:?}");
             }
-            // Blocked, not spinning: far less CPU than wall time.
-            assert!(thread_cpu_now() - c0 < t0.elapsed(), "{k:?}");
             assert_eq!(b.failures(), None, "{k:?}");
             drop(b);
         }
