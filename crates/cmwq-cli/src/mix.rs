@@ -4,7 +4,7 @@
 //! The workload and what is measured are documented in `cmwq_lab::mix`; this
 //! file turns arguments into a [`MixConfig`], shows progress and prints.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use cmwq_lab::mix::{self, BlockKind, MixConfig};
@@ -112,19 +112,10 @@ pub fn run(a: MixArgs) -> Result<(), String> {
             ));
         }
     }
-    let plotted = match &a.plot {
-        Some(path) => std::fs::write(path, mix::svg::render(&report, &crate::provenance()))
-            .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display())),
-        None => Ok(()),
-    };
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        let doc =
-            serde_json::to_string_pretty(&mix::to_json(&report)).map_err(|e| e.to_string())?;
-        let _ = writeln!(out, "{doc}");
-    } else {
-        let _ = write!(out, "{}", mix::table(&report));
-    }
-    drop(out);
-    plotted
+    crate::bench::emit(
+        a.plot.as_deref(),
+        || mix::svg::render(&report, &crate::provenance()),
+        a.json.then(|| mix::to_json(&report)),
+        || mix::table(&report),
+    )
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::report::human_ns;
 use super::runner::MixReport;
-use crate::plot::{PALETTE, axis_titles, esc, note_lines};
+use crate::plot::{PALETTE, axis_titles, esc, note_lines, svg_open};
 
 const W: f64 = 960.0;
 const PLOT_H: f64 = 360.0;
@@ -33,15 +33,8 @@ pub fn render(report: &MixReport, notes: &[String]) -> String {
     let h = top + PLOT_H + 60.0;
     let plot_w = W - LEFT - RIGHT;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="20" text-anchor="middle" font-size="14">cmwq mix: p99 queueing delay of the CPU jobs (P={} N={} rate={}/s, 1 in {} blocks by {}, C={} us, rounds={}); lower = better</text>"#,
-        W / 2.0,
+    let title = format!(
+        "cmwq mix: p99 queueing delay of the CPU jobs (P={} N={} rate={}/s, 1 in {} blocks by {}, C={} us, rounds={}); lower = better",
         c.producers,
         c.jobs,
         c.rate,
@@ -50,6 +43,7 @@ pub fn render(report: &MixReport, notes: &[String]) -> String {
         c.cpu_us,
         c.rounds
     );
+    svg_open(&mut s, (W, h), 11, (20.0, 14), &title);
     note_lines(&mut s, W / 2.0, 36.0, notes);
 
     let rows = &report.rows;
