@@ -104,13 +104,14 @@ pub fn config(a: &BenchArgs) -> Result<BenchConfig, String> {
     Ok(c)
 }
 
-/// A one-line progress bar on stderr, only when stderr is a terminal.
-struct Bar {
-    on: bool,
+/// A one-line progress bar on stderr, only when stderr is a terminal
+/// (`cmwq bench` and `cmwq mix`).
+pub(crate) struct Bar {
+    pub(crate) on: bool,
 }
 
 impl Bar {
-    fn show(&self, p: &Progress) {
+    pub(crate) fn show(&self, p: &Progress) {
         if !self.on {
             return;
         }
@@ -171,24 +172,43 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
             ));
         }
     }
-    // The results are printed even when the plot cannot be written after all
-    // (the directory went away during the run); its error comes last.
-    let plotted = match &a.plot {
-        Some(path) => std::fs::write(path, bench::svg::render(&report, &crate::provenance()))
+    emit(
+        a.plot.as_deref(),
+        || bench::svg::render(&report, &crate::provenance()),
+        a.json.then(|| bench::to_json(&report)),
+        || {
+            let mut t = bench::report_kernel_lines(&report).join("\n");
+            t.push_str("\n\n");
+            t.push_str(&bench::table(&report));
+            t
+        },
+    )
+}
+
+/// Writes the plot to `plot` (if asked) and prints the JSON document `json`
+/// (if asked) or the text. The results are printed even when the plot cannot
+/// be written after all (its directory went away during the run); its error
+/// comes last.
+pub(crate) fn emit<D: serde::Serialize>(
+    plot: Option<&std::path::Path>,
+    svg: impl FnOnce() -> String,
+    json: Option<D>,
+    text: impl FnOnce() -> String,
+) -> Result<(), String> {
+    let plotted = match plot {
+        Some(path) => std::fs::write(path, svg())
             .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display())),
         None => Ok(()),
     };
     let mut out = std::io::stdout().lock();
-    if a.json {
-        let doc =
-            serde_json::to_string_pretty(&bench::to_json(&report)).map_err(|e| e.to_string())?;
-        let _ = writeln!(out, "{doc}");
-    } else {
-        for l in bench::report_kernel_lines(&report) {
-            let _ = writeln!(out, "{l}");
+    match json {
+        Some(doc) => {
+            let doc = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+            let _ = writeln!(out, "{doc}");
         }
-        let _ = writeln!(out);
-        let _ = write!(out, "{}", bench::table(&report));
+        None => {
+            let _ = write!(out, "{}", text());
+        }
     }
     drop(out);
     plotted

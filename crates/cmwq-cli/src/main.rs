@@ -11,6 +11,7 @@ mod compare;
 mod control;
 mod icache;
 mod latency;
+mod mix;
 mod percpu;
 mod presets;
 mod topology;
@@ -33,6 +34,8 @@ struct Cli {
 enum Cmd {
     /// The kernel's test_workqueue on cmwq, side by side with the user-space peers.
     Bench(bench::BenchArgs),
+    /// One-off jobs of which some block without saying so: cmwq with and without cmwq::blocking, and the peers.
+    Mix(mix::MixArgs),
     /// A/B comparison of two configurations or two commands: interleaved runs, medians, Mann-Whitney and bootstrap verdicts.
     Compare(compare::CompareArgs),
     /// Per-CPU state with QPW (a remote drain takes the slot's lock instead of queueing work
@@ -157,6 +160,7 @@ fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Bench(a) => bench::run(a),
+        Cmd::Mix(a) => mix::run(a),
         Cmd::Compare(a) => compare::run(a),
         Cmd::Percpu(a) => percpu::run(a),
         Cmd::Latency(a) => latency::run(a),

@@ -120,6 +120,21 @@ fn every_json_output_carries_its_schema() {
             ],
         ),
         (
+            "cmwq-mix/1",
+            vec![
+                "mix",
+                "--producers",
+                "1",
+                "--jobs",
+                "20",
+                "--block-us",
+                "100",
+                "--rounds",
+                "1",
+                "--json",
+            ],
+        ),
+        (
             "cmwq-compare/1",
             vec![
                 "compare",

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod icache;
 pub mod latency;
 pub mod limits;
+pub mod mix;
 pub mod percpu;
 pub mod perf;
 pub mod plot;

@@ -51,6 +51,29 @@ pub(crate) fn axis_titles(s: &mut String, y: (f64, f64, &str), x: (f64, f64, &st
     );
 }
 
+/// Opens an SVG document of `w` × `h` on a white background with `title`
+/// (escaped) centred at the top, `title_y` down, in `title_size` px; the
+/// document's own text is `font_size` px.
+pub(crate) fn svg_open(
+    s: &mut String,
+    (w, h): (f64, f64),
+    font_size: u32,
+    (title_y, title_size): (f64, u32),
+    title: &str,
+) {
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="{font_size}">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{title_y}" text-anchor="middle" font-size="{title_size}">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
+}
+
 /// Writes `notes` as lines centred on `cx`, the first at `y0`, one every 14 px.
 pub(crate) fn note_lines(s: &mut String, cx: f64, y0: f64, notes: &[String]) {
     for (i, n) in notes.iter().enumerate() {
@@ -295,17 +318,7 @@ pub fn strip_plot(p: &StripPlot<'_>) -> String {
     let foot = 20.0 * sides.len() as f64 + if thin { 20.0 } else { 0.0 } + 10.0;
     let h = head + ph_all * rows as f64 + foot;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="10">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="18" text-anchor="middle" font-size="13">{}</text>"#,
-        w / 2.0,
-        esc(title)
-    );
+    svg_open(&mut s, (w, h), 10, (18.0, 13), title);
     note_lines(&mut s, w / 2.0, 32.0, notes);
     for (k, m) in metrics.iter().enumerate() {
         let (px, py) = ((k % COLS) as f64 * PW, head + (k / COLS) as f64 * ph_all);

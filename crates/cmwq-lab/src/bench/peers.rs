@@ -21,6 +21,11 @@
 //!   cmwq's `cpu` scope does what `limit` does plus all the kernel's semantics.
 //!   Worker `i` is pinned to `cpus[i % ncpu]` and a producer on CPU `c` uses queue
 //!   `c % workers`, so with more workers than CPUs the extra queues stay unused.
+//!
+//! `cmwq mix` runs the closure peers too (rayon, tokio_blocking, crossbeam,
+//! threadpool), built by the same constructors and fed through [`JobPool`]; there
+//! `tokio_blocking` keeps tokio's defaults (a worker per CPU, up to 512 blocking
+//! threads), since growing the blocking pool is what a user gets from it.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +37,14 @@ use super::exec::{BuildCtx, Executor, ExecutorFactory, Producer};
 use super::sys;
 
 /// A boxed job, as every closure pool receives it.
-type Job = Box<dyn FnOnce() + Send + 'static>;
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// A pool that runs boxed one-off jobs, shared by every thread that submits
+/// (`cmwq mix`'s producers): what each closure peer is underneath.
+pub trait JobPool: Send + Sync {
+    /// Run `job` once, on one of the pool's threads.
+    fn submit(&self, job: Job);
+}
 
 /// Every peer, in the order `--vs all` runs them.
 pub fn all() -> Vec<Box<dyn ExecutorFactory>> {
@@ -72,19 +84,33 @@ fn closure_producer<'a>(
 /// `rayon::ThreadPool::spawn` on a pool of `workers` threads.
 pub struct RayonPeer;
 
-struct RayonExec(rayon::ThreadPool);
+/// A rayon pool (the `rayon` peer).
+pub struct RayonExec(rayon::ThreadPool);
+
+impl RayonExec {
+    /// A pool of `workers` threads.
+    pub fn start(workers: usize) -> Result<RayonExec, String> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(workers)
+            .thread_name(|i| format!("rayon/{i}"))
+            .build()
+            .map_err(|e| format!("rayon: {e}"))?;
+        Ok(RayonExec(pool))
+    }
+}
+
+impl JobPool for RayonExec {
+    fn submit(&self, job: Job) {
+        self.0.spawn(job);
+    }
+}
 
 impl ExecutorFactory for RayonPeer {
     fn name(&self) -> &'static str {
         "rayon"
     }
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(ctx.workers)
-            .thread_name(|i| format!("rayon/{i}"))
-            .build()
-            .map_err(|e| format!("rayon: {e}"))?;
-        Ok(Box::new(RayonExec(pool)))
+        Ok(Box::new(RayonExec::start(ctx.workers)?))
     }
 }
 
@@ -144,17 +170,35 @@ impl ExecutorFactory for TokioBlockingPeer {
         "tokio_blocking"
     }
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .max_blocking_threads(ctx.workers)
-            .thread_name("tokio-blk")
-            .build()
-            .map_err(|e| format!("tokio_blocking: {e}"))?;
-        Ok(Box::new(TokioBlockingExec(rt)))
+        Ok(Box::new(TokioBlockingExec::start(Some(ctx.workers))?))
     }
 }
 
-struct TokioBlockingExec(tokio::runtime::Runtime);
+/// A tokio runtime whose blocking pool runs the jobs (the `tokio_blocking` peer).
+pub struct TokioBlockingExec(tokio::runtime::Runtime);
+
+impl TokioBlockingExec {
+    /// With `Some(cap)`: one async worker (idle) and at most `cap` blocking
+    /// threads, as `cmwq bench` runs it. With `None`: tokio's defaults, as a
+    /// user gets them (a worker per CPU, up to 512 blocking threads).
+    pub fn start(cap: Option<usize>) -> Result<TokioBlockingExec, String> {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if let Some(cap) = cap {
+            b.worker_threads(1).max_blocking_threads(cap);
+        }
+        let rt = b
+            .thread_name("tokio-blk")
+            .build()
+            .map_err(|e| format!("tokio_blocking: {e}"))?;
+        Ok(TokioBlockingExec(rt))
+    }
+}
+
+impl JobPool for TokioBlockingExec {
+    fn submit(&self, job: Job) {
+        drop(self.0.spawn_blocking(job));
+    }
+}
 
 impl Executor for TokioBlockingExec {
     fn producer<'a>(
@@ -176,7 +220,8 @@ impl Executor for TokioBlockingExec {
 /// A pool of `workers` threads receiving boxed jobs from one unbounded crossbeam channel.
 pub struct CrossbeamPeer;
 
-struct CrossbeamExec {
+/// `workers` threads fed by one crossbeam channel (the `crossbeam` peer).
+pub struct CrossbeamExec {
     tx: Option<crossbeam_channel::Sender<Job>>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -186,8 +231,15 @@ impl ExecutorFactory for CrossbeamPeer {
         "crossbeam"
     }
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
+        Ok(Box::new(CrossbeamExec::start(ctx.workers)?))
+    }
+}
+
+impl CrossbeamExec {
+    /// A pool of `workers` threads.
+    pub fn start(workers: usize) -> Result<CrossbeamExec, String> {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        let threads = (0..ctx.workers)
+        let threads = (0..workers)
             .map(|i| {
                 let rx = rx.clone();
                 thread::Builder::new()
@@ -200,10 +252,19 @@ impl ExecutorFactory for CrossbeamPeer {
                     .map_err(|e| format!("crossbeam: spawn: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Box::new(CrossbeamExec {
+        Ok(CrossbeamExec {
             tx: Some(tx),
             threads,
-        }))
+        })
+    }
+}
+
+impl JobPool for CrossbeamExec {
+    fn submit(&self, job: Job) {
+        if let Some(tx) = &self.tx {
+            // The receivers live as long as `self`: the send cannot fail.
+            let _ = tx.send(job);
+        }
     }
 }
 
@@ -234,19 +295,33 @@ impl Drop for CrossbeamExec {
 /// The `threadpool` crate with `workers` threads.
 pub struct ThreadpoolPeer;
 
-struct ThreadpoolExec(threadpool::ThreadPool);
+/// The `threadpool` crate's pool (the `threadpool` peer).
+pub struct ThreadpoolExec(threadpool::ThreadPool);
+
+impl ThreadpoolExec {
+    /// A pool of `workers` threads.
+    pub fn start(workers: usize) -> ThreadpoolExec {
+        ThreadpoolExec(
+            threadpool::Builder::new()
+                .num_threads(workers)
+                .thread_name("threadpool".into())
+                .build(),
+        )
+    }
+}
+
+impl JobPool for ThreadpoolExec {
+    fn submit(&self, job: Job) {
+        self.0.execute(job);
+    }
+}
 
 impl ExecutorFactory for ThreadpoolPeer {
     fn name(&self) -> &'static str {
         "threadpool"
     }
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
-        Ok(Box::new(ThreadpoolExec(
-            threadpool::Builder::new()
-                .num_threads(ctx.workers)
-                .thread_name("threadpool".into())
-                .build(),
-        )))
+        Ok(Box::new(ThreadpoolExec::start(ctx.workers)))
     }
 }
 

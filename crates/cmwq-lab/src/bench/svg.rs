@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::runner::Report;
-use crate::plot::{PALETTE, axis_titles, esc, nice_ticks, note_lines, tick_labels};
+use crate::plot::{PALETTE, axis_titles, esc, nice_ticks, note_lines, svg_open, tick_labels};
 
 const W: f64 = 960.0;
 const PANEL_H: f64 = 340.0;
@@ -47,22 +47,12 @@ pub fn render(report: &Report, notes: &[String]) -> String {
     let one_round = report.config.rounds < 2;
     let h = 2.0 * PANEL_H + 60.0 + head;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let c = &report.config;
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="20" text-anchor="middle" font-size="14">cmwq bench: P={} N={} batch={} workers={} rounds={}</text>"#,
-        W / 2.0,
-        c.threads,
-        c.items,
-        c.batch,
-        c.workers,
-        c.rounds
+    let title = format!(
+        "cmwq bench: P={} N={} batch={} workers={} rounds={}",
+        c.threads, c.items, c.batch, c.workers, c.rounds
     );
+    svg_open(&mut s, (W, h), 11, (20.0, 14), &title);
     note_lines(&mut s, W / 2.0, 36.0, notes);
 
     // Panel 1: throughput bars with whiskers.

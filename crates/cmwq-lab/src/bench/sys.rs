@@ -132,6 +132,52 @@ pub fn thread_count() -> usize {
         .unwrap_or(0)
 }
 
+/// CPU time the calling thread has used so far (`CLOCK_THREAD_CPUTIME_ID`);
+/// zero if the clock cannot be read.
+pub fn thread_cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Reads this process's thread count from `/proc/self/stat` (its 20th
+/// field, `num_threads`), the file kept open so that a sampler reading it
+/// every millisecond pays one `pread` a sample, not an `open` and a
+/// directory walk as [`thread_count`] does.
+pub struct ThreadCounter {
+    stat: std::fs::File,
+    buf: Vec<u8>,
+}
+
+impl ThreadCounter {
+    /// Opens `/proc/self/stat`; the error names the file.
+    pub fn open() -> Result<ThreadCounter, String> {
+        let stat = std::fs::File::open("/proc/self/stat")
+            .map_err(|e| format!("/proc/self/stat: {e} (is /proc mounted?)"))?;
+        Ok(ThreadCounter {
+            stat,
+            buf: vec![0; 4096],
+        })
+    }
+
+    /// Threads of the process now; `None` if the file could not be read or parsed.
+    pub fn now(&mut self) -> Option<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.stat.read_at(&mut self.buf, 0).ok()?;
+        let s = std::str::from_utf8(&self.buf[..n]).ok()?;
+        // Fields after the parenthesised command name start at the 3rd (state).
+        let rest = &s[s.rfind(')')? + 1..];
+        rest.split_whitespace().nth(20 - 3)?.parse().ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +189,19 @@ mod tests {
         assert!(thread_count() >= 1);
         let u = Usage::now();
         assert!(u.since(&u).cpu().is_zero());
+        // Other tests start and end threads meanwhile: the two readings
+        // agree on one of many tries, a wrong field would not.
+        let mut tc = ThreadCounter::open().unwrap();
+        assert!(
+            (0..1000).any(|_| tc.now() == Some(thread_count())),
+            "num_threads of /proc/self/stat never matched /proc/self/task"
+        );
+        let t0 = thread_cpu_now();
+        let mut x = 0u64;
+        while thread_cpu_now() < t0 + Duration::from_millis(2) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(thread_cpu_now() > t0);
         std::thread::spawn(move || {
             pin_current_thread(cpus[0]).unwrap();
             assert_eq!(current_cpu(), cpus[0]);
