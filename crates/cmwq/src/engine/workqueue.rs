@@ -1116,7 +1116,10 @@ impl WqInner {
         let max_active = attrs.max_active;
         let res = (|| -> Result<(), Error> {
             if !self.unbound {
-                for &c in &real {
+                // Every online CPU of the machine has its pool, usable now
+                // or not (one that is not starts disassociated), so `queue_on`
+                // of any CPU works and a CPU given back later is served.
+                for &c in system_topology().machine_online() {
                     let pool = pool::bound_pool(c, prio, ctx.wake)?;
                     let slot = pool.attach(self.clone(), max_active, 0, color, false);
                     let r = PwqRef { pool, slot };
@@ -2250,6 +2253,7 @@ pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
         summary: topo.summary(),
         online: topo.online().to_vec(),
         possible: topo.possible().to_vec(),
+        usable: pool::usable_cpus(),
         unbound_cpumask,
         default_scope,
         cache_shard_size: size,
