@@ -274,8 +274,11 @@ fn leave_and_come_back(take: impl Fn(&[usize]), give: impl Fn()) {
     for (cpu, _) in run_counted(&wq, &start, 50, leave) {
         assert_eq!(cpu, stay, "a disassociated pool's items run elsewhere");
     }
-    let never = Work::new(|| panic!("cancelled before it ran"));
-    let dw = DelayedWork::new(move || never.queue_on_self_never());
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    let dw = DelayedWork::new(move || {
+        f.fetch_add(1, Ordering::SeqCst);
+    });
     assert_eq!(
         wq.queue_delayed_on(leave, &dw, Duration::from_secs(3600)),
         Ok(true)
@@ -283,6 +286,11 @@ fn leave_and_come_back(take: impl Fn(&[usize]), give: impl Fn()) {
     assert!(
         dw.cancel_sync(),
         "cancel works on a disassociated CPU's item"
+    );
+    assert_eq!(
+        fired.load(Ordering::SeqCst),
+        0,
+        "the cancelled item never ran"
     );
 
     give();
@@ -301,16 +309,6 @@ fn leave_and_come_back(take: impl Fn(&[usize]), give: impl Fn()) {
     }
 }
 
-/// A `Work` that must never run, for the delayed item above.
-trait Never {
-    fn queue_on_self_never(&self);
-}
-impl Never for Work {
-    fn queue_on_self_never(&self) {
-        panic!("a cancelled delayed item ran");
-    }
-}
-
 #[test]
 fn affinity_of_every_thread_taken_and_given_back() {
     const NAME: &str = "affinity_of_every_thread_taken_and_given_back";
@@ -323,4 +321,140 @@ fn affinity_of_every_thread_taken_and_given_back() {
         return;
     }
     leave_and_come_back(taskset_all, || taskset_all(&start));
+}
+
+/// A cgroup cpuset the test made (v1 `cpuset` or v2 with the `cpuset`
+/// controller): the child process moves itself in, changes its CPUs, and
+/// moves back out; the directory is removed when this is dropped.
+struct Cpuset {
+    dir: std::path::PathBuf,
+    /// The file that holds the CPUs (`cpuset.cpus`).
+    cpus: std::path::PathBuf,
+    /// `cgroup.procs` of the cgroup the process came from.
+    home: std::path::PathBuf,
+}
+
+impl Cpuset {
+    /// Makes one with `list`, or says why not.
+    fn make(list: &str) -> Result<Cpuset, String> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let cg = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+        for line in info.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let Some(dash) = f.iter().position(|&x| x == "-") else {
+                continue;
+            };
+            let (root, mnt, fstype) = (f[3], f[4], f[dash + 1]);
+            let opts = f.get(dash + 3).copied().unwrap_or("");
+            let v1 = fstype == "cgroup" && opts.split(',').any(|o| o == "cpuset");
+            let v2 = fstype == "cgroup2"
+                && std::fs::read_to_string(format!("{mnt}/cgroup.controllers"))
+                    .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpuset"));
+            if !v1 && !v2 {
+                continue;
+            }
+            // The cgroup the process is in, on that hierarchy.
+            let path = cg.lines().find_map(|l| {
+                let mut p = l.splitn(3, ':');
+                let (_, ctrl, path) = (p.next()?, p.next()?, p.next()?);
+                let mine = if v1 {
+                    ctrl.split(',').any(|c| c == "cpuset")
+                } else {
+                    ctrl.is_empty()
+                };
+                mine.then(|| path.to_string())
+            });
+            let Some(path) = path else { continue };
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            let here = std::path::Path::new(mnt).join(rel.trim_start_matches('/'));
+            // v2: processes live only in leaves, so the new cgroup goes under
+            // the mount's root, whose subtree gets the cpuset controller.
+            let parent = if v2 {
+                std::path::PathBuf::from(mnt)
+            } else {
+                here.clone()
+            };
+            if v2 {
+                let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+cpuset");
+            }
+            let dir = parent.join(format!("cmwq-hotplug-{}", std::process::id()));
+            std::fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+            let set = Cpuset {
+                cpus: dir.join("cpuset.cpus"),
+                home: here.join("cgroup.procs"),
+                dir,
+            };
+            if v1 {
+                let mems = std::fs::read_to_string(here.join("cpuset.mems"))
+                    .map_err(|e| format!("cpuset.mems: {e}"))?;
+                std::fs::write(set.dir.join("cpuset.mems"), mems.trim())
+                    .map_err(|e| format!("cpuset.mems: {e}"))?;
+            }
+            set.set(list)?;
+            return Ok(set);
+        }
+        Err("no writable cgroup cpuset (v1 cpuset mount or v2 cpuset controller)".into())
+    }
+
+    fn set(&self, list: &str) -> Result<(), String> {
+        std::fs::write(&self.cpus, list).map_err(|e| format!("{}: {e}", self.cpus.display()))
+    }
+
+    /// Moves the whole process (every thread) in.
+    fn enter(&self) -> Result<(), String> {
+        std::fs::write(
+            self.dir.join("cgroup.procs"),
+            std::process::id().to_string(),
+        )
+        .map_err(|e| format!("move into {}: {e}", self.dir.display()))
+    }
+
+    /// Moves it back where it was.
+    fn leave(&self) {
+        let _ = std::fs::write(&self.home, std::process::id().to_string());
+    }
+}
+
+impl Drop for Cpuset {
+    fn drop(&mut self) {
+        self.leave();
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            eprintln!("could not remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+#[test]
+fn cgroup_cpuset_taken_and_given_back() {
+    const NAME: &str = "cgroup_cpuset_taken_and_given_back";
+    if !child_for(NAME) {
+        return in_child(NAME);
+    }
+    let start = usable();
+    if start.len() < 2 {
+        println!("skipped: needs 2 usable CPUs, this process has {start:?}");
+        return;
+    }
+    let list = start
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let set = match Cpuset::make(&list) {
+        Ok(s) => s,
+        Err(why) => {
+            println!("skipped: cannot make a cgroup cpuset here: {why}");
+            return;
+        }
+    };
+    if let Err(why) = set.enter() {
+        println!("skipped: {why}");
+        return;
+    }
+    leave_and_come_back(
+        |cpus| set.set(&cpus[0].to_string()).expect("shrink the cpuset"),
+        || set.set(&list).expect("widen the cpuset"),
+    );
+    drop(set);
+    println!("cpuset test ran");
 }
