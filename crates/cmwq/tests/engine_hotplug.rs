@@ -142,12 +142,18 @@ fn taskset_all(cpus: &[usize]) {
 }
 
 /// The bound pools of `cpu` in the snapshot: (disassociated, rebinds) each.
+/// A disassociated pool is not concurrency managed (no cap), an associated
+/// one runs one counted worker at a time.
 fn bound_pools_of(cpu: usize) -> Vec<(bool, u64)> {
     cmwq::snapshot()
         .pools
         .iter()
         .filter(|p| p.cpu == Some(cpu))
-        .map(|p| (p.flags & POOL_DISASSOCIATED != 0, p.rebinds))
+        .map(|p| {
+            let dis = p.flags & POOL_DISASSOCIATED != 0;
+            assert_eq!(p.cap, (!dis).then_some(1), "pool {} cap", p.id);
+            (dis, p.rebinds)
+        })
         .collect()
 }
 
