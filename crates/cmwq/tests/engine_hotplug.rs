@@ -38,7 +38,7 @@ fn on_calls_run_in_mask(wq: &Workqueue, outside: usize, inside: usize) {
         }
     };
     let c = count.clone();
-    let w = Work::new(move || c());
+    let w = Work::new(c);
     assert_eq!(wq.queue_on(outside, &w), Ok(true), "queue_on({outside})");
     w.flush();
     let c = count.clone();
@@ -50,9 +50,9 @@ fn on_calls_run_in_mask(wq: &Workqueue, outside: usize, inside: usize) {
         .unwrap_or_else(|e| panic!("spawn_on({outside}): {e}"));
     assert_eq!(h.join().unwrap(), 7);
     let c = count.clone();
-    assert_eq!(wq.execute_on(outside, move || c()), Ok(true));
+    assert_eq!(wq.execute_on(outside, c), Ok(true));
     let c = count.clone();
-    let dw = DelayedWork::new(move || c());
+    let dw = DelayedWork::new(c);
     assert_eq!(
         wq.queue_delayed_on(outside, &dw, Duration::from_millis(1)),
         Ok(true)

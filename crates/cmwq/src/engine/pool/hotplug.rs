@@ -124,7 +124,7 @@ pub(crate) fn check(n: u64) {
     let Ok(mut now) = crate::topology::thread_affinity() else {
         return;
     };
-    if forced || n % CPUSET_EVERY == 0 {
+    if forced || n.is_multiple_of(CPUSET_EVERY) {
         if let Some(set) = cpuset_cpus() {
             let inter: Vec<usize> = now.iter().copied().filter(|c| set.contains(c)).collect();
             if !inter.is_empty() {
@@ -159,10 +159,13 @@ fn cpuset_cpus() -> Option<Vec<usize>> {
     v
 }
 
-/// Where the cgroup hierarchies are mounted: (v1 cpuset mount, its root),
-/// (v2 mount, its root). Read once.
-fn mounts() -> &'static (Option<(PathBuf, String)>, Option<(PathBuf, String)>) {
-    static M: OnceLock<(Option<(PathBuf, String)>, Option<(PathBuf, String)>)> = OnceLock::new();
+/// A cgroup hierarchy's mount point and the cgroup path it shows as its root.
+type Mount = Option<(PathBuf, String)>;
+
+/// Where the cgroup hierarchies are mounted: the v1 cpuset one and the v2
+/// one. Read once.
+fn mounts() -> &'static (Mount, Mount) {
+    static M: OnceLock<(Mount, Mount)> = OnceLock::new();
     M.get_or_init(|| {
         let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let (mut v1, mut v2) = (None, None);
