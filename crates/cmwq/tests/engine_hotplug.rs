@@ -239,9 +239,19 @@ fn in_child(name: &str) {
     );
 }
 
-/// Whether this process is the child for test `name`.
-fn child_for(name: &str) -> bool {
-    std::env::var("CMWQ_HP_CHILD").is_ok_and(|v| v == name)
+/// In the test process: runs test `name` in a child and returns `None`. In
+/// that child: the usable CPUs, or `None` (and a note) if there are not two.
+fn child_with_two_cpus(name: &str) -> Option<Vec<usize>> {
+    if std::env::var("CMWQ_HP_CHILD").is_ok_and(|v| v == name) {
+        let start = usable();
+        if start.len() >= 2 {
+            return Some(start);
+        }
+        println!("skipped: needs 2 usable CPUs, this process has {start:?}");
+    } else {
+        in_child(name);
+    }
+    None
 }
 
 /// What a CPU leaving and coming back does to its bound pool, with `take`
@@ -318,14 +328,9 @@ fn leave_and_come_back(take: impl Fn(&[usize]), give: impl Fn()) {
 #[test]
 fn affinity_of_every_thread_taken_and_given_back() {
     const NAME: &str = "affinity_of_every_thread_taken_and_given_back";
-    if !child_for(NAME) {
-        return in_child(NAME);
-    }
-    let start = usable();
-    if start.len() < 2 {
-        println!("skipped: needs 2 usable CPUs, this process has {start:?}");
+    let Some(start) = child_with_two_cpus(NAME) else {
         return;
-    }
+    };
     leave_and_come_back(taskset_all, || taskset_all(&start));
 }
 
@@ -433,14 +438,9 @@ impl Drop for Cpuset {
 #[test]
 fn cgroup_cpuset_taken_and_given_back() {
     const NAME: &str = "cgroup_cpuset_taken_and_given_back";
-    if !child_for(NAME) {
-        return in_child(NAME);
-    }
-    let start = usable();
-    if start.len() < 2 {
-        println!("skipped: needs 2 usable CPUs, this process has {start:?}");
+    let Some(start) = child_with_two_cpus(NAME) else {
         return;
-    }
+    };
     let list = start
         .iter()
         .map(|c| c.to_string())
