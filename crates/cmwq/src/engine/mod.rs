@@ -53,6 +53,7 @@
 //! pool -> N
 //! pool -> WQ mayday
 //! pool -> W
+//! R bound -> R usable -> pool
 //! ```
 //!
 //! - `WQ attrs` is held across a whole attrs change (`apply`), `WQ flush`
@@ -77,7 +78,10 @@
 //!   (`WQ flush`), node activations and ordered-chain advances found under a
 //!   pool lock run after it is dropped (`Post`).
 //! - The registries (`R`) only map attributes to pool ids; making a pool
-//!   under them takes no pool lock.
+//!   under them takes no pool lock, except a new bound pool's, taken under
+//!   `R usable` to set it disassociated (`pool/hotplug.rs`). `R usable` is
+//!   held while a change of the usable CPUs walks the pools (one pool lock
+//!   at a time); readers under a pool lock use its leaf copy.
 //!
 //! Atomics are tagged `A:` with their ordering. `SeqCst` is used only where
 //! two threads each store one atomic and then load the other (a Dekker
