@@ -285,6 +285,9 @@ fn wq_type(w: &WorkqueueSnap) -> &'static str {
     }
 }
 
+/// The kernel's pool flag bit for workers not bound to the pool's CPU.
+const POOL_DISASSOCIATED: u32 = 1 << 2;
+
 fn pool_line(p: &PoolSnap, id_len: usize, ref_len: usize) -> String {
     let mut s = format!(
         "pool[{:0id_len$}] flags=0x{:02x} ref={:ref_len$} nice={:3} idle/workers={:3}/{:3} ",
@@ -293,6 +296,14 @@ fn pool_line(p: &PoolSnap, id_len: usize, ref_len: usize) -> String {
     match p.cpu {
         Some(c) => {
             let _ = write!(s, "cpu={c:3}");
+            // The kernel's POOL_DISASSOCIATED on a bound pool: its CPU is
+            // not usable now and its workers run elsewhere.
+            if p.flags & POOL_DISASSOCIATED != 0 {
+                s.push_str(" DISASSOCIATED");
+            }
+            if p.rebinds > 0 {
+                let _ = write!(s, " rebinds={}", p.rebinds);
+            }
         }
         None => {
             let _ = write!(
@@ -328,6 +339,16 @@ pub fn render_dump(s: &Snapshot) -> String {
         "wq_unbound_cpumask={}",
         cpumask_str(&t.unbound_cpumask)
     );
+    if !t.usable.is_empty() {
+        // What the process may use now (affinity and cpuset) against what
+        // the machine has: bound pools of the others are disassociated.
+        let _ = writeln!(
+            out,
+            "possible={} usable={}",
+            cpumask_str(&t.possible),
+            cpumask_str(&t.usable)
+        );
+    }
     for sc in &t.scopes {
         let ScopeSnap {
             scope,

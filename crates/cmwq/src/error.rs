@@ -25,10 +25,16 @@ pub enum Error {
         /// The CPUs asked for.
         requested: Vec<usize>,
     },
-    /// `queue_on` named a CPU that is not online (or not in the topology).
-    OfflineCpu {
+    /// `queue_on` (and the other `_on` calls) named a CPU id that no CPU of
+    /// the workqueue's topology has (not even a possible one). A CPU that
+    /// exists but is offline, outside the process's affinity or outside an
+    /// unbound queue's cpumask is not an error: the item goes to that CPU's
+    /// (disassociated) pool or the queue's default pool, as in the kernel.
+    NoSuchCpu {
         /// The CPU asked for.
         cpu: usize,
+        /// How many CPU ids the topology has (`nr_cpu_ids`): valid ids are below it.
+        nr_cpu_ids: usize,
     },
     /// `freeze`/`thaw` on a workqueue built without `FREEZABLE`.
     NotFreezable {
@@ -106,7 +112,11 @@ impl fmt::Display for Error {
                 "cpumask {} has no online CPU",
                 crate::topology::format_cpulist(requested)
             ),
-            Error::OfflineCpu { cpu } => write!(f, "CPU {cpu} is not online"),
+            Error::NoSuchCpu { cpu, nr_cpu_ids } => write!(
+                f,
+                "CPU {cpu} does not exist: CPU ids of this machine run from 0 to {} (nr_cpu_ids {nr_cpu_ids}); name one of those",
+                nr_cpu_ids.saturating_sub(1)
+            ),
             Error::NotFreezable { name } => {
                 write!(f, "workqueue {name:?} was not built FREEZABLE")
             }

@@ -54,10 +54,16 @@ pub struct Snapshot {
 pub struct TopologySnap {
     /// One line saying what the machine is.
     pub summary: String,
-    /// Online CPUs.
+    /// Online CPUs the process could use when it started (what unbound
+    /// pods are cut from).
     pub online: Vec<usize>,
     /// Possible CPUs.
     pub possible: Vec<usize>,
+    /// CPUs the process may use now (its threads' affinity and its cgroup
+    /// cpuset, re-read on the watchdog tick); a bound pool whose CPU is not
+    /// among them is disassociated.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub usable: Vec<usize>,
     /// CPUs unbound workqueues may use by default (`wq_unbound_cpumask`).
     pub unbound_cpumask: Vec<usize>,
     /// The default affinity scope of unbound workqueues.
@@ -150,6 +156,10 @@ pub struct PoolSnap {
     /// lockup` on stderr).
     #[cfg_attr(feature = "serde", serde(default))]
     pub lockups: u64,
+    /// Times the workers of this bound pool were bound to its CPU again
+    /// after the CPU came back (the kernel's `rebind_workers`).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub rebinds: u64,
     /// One per real CPU of the pod (a bound pool has one): where items were
     /// queued and who ran them. Not in the kernel, which has one worklist per
     /// pool; see the README's "Where user space differs".
@@ -485,7 +495,7 @@ impl Snapshot {
             let s = self.pools.iter().map(|p| (pool_l(p), get(p).to_string()));
             family(&mut out, name, Gauge, None, help, s);
         }
-        let pool_counters: [(&str, &str, PoolGet); 4] = [
+        let pool_counters: [(&str, &str, PoolGet); 5] = [
             (
                 "cmwq_pool_repatriated",
                 "Workers moved onto another CPU of the pod when woken for it.",
@@ -505,6 +515,11 @@ impl Snapshot {
                 "cmwq_pool_lockups",
                 "Times the lockup watchdog reported the pool stuck (BUG: workqueue lockup).",
                 |p| p.lockups,
+            ),
+            (
+                "cmwq_pool_rebinds",
+                "Times the pool's workers were bound to its CPU again after it came back.",
+                |p| p.rebinds,
             ),
         ];
         for (name, help, get) in pool_counters {

@@ -30,6 +30,9 @@
 //! | `workqueue attributes changed` | INFO | `workqueue`, `attrs` (or `max_active`) |
 //! | `priority fallback` | WARN | `workqueue`, `note` |
 //! | `workqueue lockup` | ERROR | `pool`, `stuck_s` |
+//! | `usable CPUs changed` | INFO | `cpus` |
+//! | `pool disassociated` | INFO | `pool`, `cpu` |
+//! | `pool workers rebound` | INFO | `pool`, `cpu` |
 //!
 //! `worker culled`, `cpu-intensive work item` and `worker sleeps in a work
 //! item` fire with the pool's lock held, `workqueue attributes changed` with
@@ -171,4 +174,33 @@ pub(crate) fn lockup(pool: u32, stuck_s: u64) {
     tracing::error!(target: "cmwq", pool, stuck_s, "workqueue lockup");
     #[cfg(not(feature = "tracing"))]
     let _ = (pool, stuck_s);
+}
+
+/// The CPUs the process may use changed (affinity or cpuset); `cpus` is the
+/// new set.
+#[inline(always)]
+pub(crate) fn cpus_changed(cpus: &[usize]) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "cmwq", cpus = %crate::topology::format_cpulist(cpus), "usable CPUs changed");
+    #[cfg(not(feature = "tracing"))]
+    let _ = cpus;
+}
+
+/// Bound pool `pool`'s CPU `cpu` left the usable CPUs: the pool is
+/// disassociated (its workers run anywhere, unmanaged).
+#[inline(always)]
+pub(crate) fn pool_disassociated(pool: u32, cpu: usize) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "cmwq", pool, cpu, "pool disassociated");
+    #[cfg(not(feature = "tracing"))]
+    let _ = (pool, cpu);
+}
+
+/// Bound pool `pool`'s CPU `cpu` came back: its workers are bound to it again.
+#[inline(always)]
+pub(crate) fn pool_rebound(pool: u32, cpu: usize) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "cmwq", pool, cpu, "pool workers rebound");
+    #[cfg(not(feature = "tracing"))]
+    let _ = (pool, cpu);
 }

@@ -1085,7 +1085,10 @@ fn pods_from_synthetic_topology() {
     assert_eq!(n.load(Ordering::SeqCst), 16);
     assert!(matches!(
         cpu.queue_on(8, &counting_work(&n)),
-        Err(Error::OfflineCpu { cpu: 8 })
+        Err(Error::NoSuchCpu {
+            cpu: 8,
+            nr_cpu_ids: 8
+        })
     ));
 }
 

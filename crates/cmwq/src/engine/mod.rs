@@ -55,6 +55,7 @@
 //! pool -> N
 //! pool -> WQ mayday
 //! pool -> W
+//! R bound -> R usable -> pool
 //! ```
 //!
 //! - `WQ attrs` is held across a whole attrs change (`apply`), `WQ flush`
@@ -79,7 +80,10 @@
 //!   (`WQ flush`), node activations and ordered-chain advances found under a
 //!   pool lock run after it is dropped (`Post`).
 //! - The registries (`R`) only map attributes to pool ids; making a pool
-//!   under them takes no pool lock.
+//!   under them takes no pool lock, except a new bound pool's, taken under
+//!   `R usable` to set it disassociated (`pool/hotplug.rs`). `R usable` is
+//!   held while a change of the usable CPUs walks the pools (one pool lock
+//!   at a time); readers under a pool lock use its leaf copy.
 //!
 //! Atomics are tagged `A:` with their ordering. `SeqCst` is used only where
 //! two threads each store one atomic and then load the other (a Dekker
@@ -107,8 +111,8 @@ mod workqueue;
 // `lib.rs`) and the parts of the snapshot and of the control endpoint's
 // knobs that are built here. Everything else stays inside this folder.
 pub use pool::{
-    BlockingGuard, DFL_SPREAD_THRESH, blocking, set_cm_exempt, set_idle_timeout, set_spread_thresh,
-    set_watchdog_thresh, spread_thresh, watchdog_thresh,
+    BlockingGuard, DFL_SPREAD_THRESH, blocking, cpu_changes, set_cm_exempt, set_idle_timeout,
+    set_spread_thresh, set_watchdog_thresh, spread_thresh, watchdog_thresh,
 };
 #[cfg(feature = "failure-injection")]
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};

@@ -25,6 +25,9 @@
 //!   `nr_running` and another worker is kicked. It counts again once it is seen running, or when its
 //!   item ends. The queue path makes the same look at the lane's runner, so
 //!   this look only covers items queued before their worker fell asleep.
+//! - **CPU hotplug** (`pool/hotplug.rs`): the CPUs the process may use are
+//!   re-read (its affinity every tick, its cpuset every tenth); a bound pool
+//!   whose CPU left is disassociated, and rebound when the CPU comes back.
 //! - **Forward progress**: a pool with waiting work, nothing running it and no
 //!   idle worker retries creating a worker each tick; after
 //!   [`MAYDAY_INITIAL_TIMEOUT`] of that it sends mayday to the `MEM_RECLAIM`
@@ -150,6 +153,7 @@ fn wake() {
 }
 
 fn run() {
+    super::pool::watchdog_started();
     let mut last_tick = Instant::now();
     // When the look wants to run again (`None`: no managed pool has waiting
     // work; the full tick alone paces the thread).
@@ -174,7 +178,9 @@ fn run() {
         let tick = last_tick.elapsed() >= TICK;
         if tick {
             last_tick = Instant::now();
-            TICKS.fetch_add(1, Ordering::Relaxed);
+            let n = TICKS.fetch_add(1, Ordering::Relaxed);
+            // CPUs taken or given back (affinity, cpuset): see `pool/hotplug.rs`.
+            super::pool::hotplug_check(n);
             // Clear before the sweep: a failure during or after it sets it again.
             STARVING.store(false, Ordering::SeqCst);
             if super::pool::tick_all(cpu_intensive_thresh()) {

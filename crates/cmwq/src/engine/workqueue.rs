@@ -1237,7 +1237,10 @@ impl WqInner {
         let max_active = attrs.max_active;
         let res = (|| -> Result<(), Error> {
             if !self.unbound {
-                for &c in &real {
+                // Every online CPU of the machine has its pool, usable now
+                // or not (one that is not starts disassociated), so `queue_on`
+                // of any CPU works and a CPU given back later is served.
+                for &c in system_topology().machine_online() {
                     let pool = pool::bound_pool(c, prio, ctx.wake)?;
                     let id = pool.attach(self.clone(), max_active, 0, color, false)?;
                     let r = PwqRef { pool, id };
@@ -1560,7 +1563,11 @@ impl Workqueue {
     }
 
     /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
-    /// queue, that CPU's pod for an unbound one. A CPU with no pool is an error.
+    /// queue (a *disassociated* one, run by unbound workers, while the CPU is
+    /// not usable), that CPU's pod for an unbound one, or the queue's default
+    /// pool when the CPU is outside the unbound queue's cpumask (the kernel's
+    /// rule). Only a CPU id beyond the possible CPUs is an error
+    /// ([`Error::NoSuchCpu`]).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicBool, Ordering};
@@ -1585,22 +1592,19 @@ impl Workqueue {
         Ok(self.inner.queue_claimed(work.0.clone(), Some(cpu), false))
     }
 
-    /// The `_on` calls' check: `cpu` has a pool (and this is no forked child,
-    /// whose queues take nothing: the signature can say so).
+    /// `cpu` is a CPU id of the queue's topology (a possible CPU). Whether
+    /// it is online, usable or in the cpumask does not matter here: the pwq
+    /// for it is picked in `queue_claimed` (its own, or the default one).
+    /// A forked child's queues take nothing (the signature can say so).
     fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
         if threads::refuse_forked() {
             return Err(Error::Forked);
         }
-        let m = &self.inner.map;
-        let known = m.has(cpu)
-            || (self.inner.unbound
-                && m.route[..m.route_len.load(Ordering::Acquire)]
-                    .iter()
-                    .any(|a| a.load(Ordering::Acquire) == cpu));
-        if known {
+        let nr_cpu_ids = self.inner.map.cpu.len();
+        if cpu < nr_cpu_ids {
             Ok(())
         } else {
-            Err(Error::OfflineCpu { cpu })
+            Err(Error::NoSuchCpu { cpu, nr_cpu_ids })
         }
     }
 
@@ -1632,8 +1636,8 @@ impl Workqueue {
     }
 
     /// [`spawn`](Self::spawn) for `cpu`, as [`queue_on`](Self::queue_on): that
-    /// CPU's pool for a bound queue, its pod for an unbound one. A CPU with no
-    /// pool is an error.
+    /// CPU's pool for a bound queue, its pod (or the default pool) for an
+    /// unbound one; only a CPU id beyond the possible CPUs is an error.
     pub fn spawn_on<F, T>(&self, cpu: usize, f: F) -> Result<JoinHandle<T>, Error>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -1726,7 +1730,8 @@ impl Workqueue {
     /// [`queue_delayed`](Self::queue_delayed) for `cpu` (`queue_delayed_work_on`):
     /// when the timer fires, the item goes to that CPU's pool (bound queue) or
     /// pod (unbound queue), as [`queue_on`](Self::queue_on). False if already
-    /// pending or refused by a draining queue; a CPU with no pool is an error.
+    /// pending or refused by a draining queue; only a CPU id beyond the
+    /// possible CPUs is an error.
     ///
     /// ```
     /// use cmwq::{DelayedWork, Workqueue};
@@ -2387,6 +2392,7 @@ pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
         summary: topo.summary(),
         online: topo.online().to_vec(),
         possible: topo.possible().to_vec(),
+        usable: pool::usable_cpus(),
         unbound_cpumask,
         default_scope,
         cache_shard_size: size,

@@ -772,6 +772,16 @@ impl Sharing {
 pub fn sched_affinity() -> Result<Vec<usize>, TopologyError> {
     // SAFETY: getpid takes no arguments and cannot fail.
     let pid = unsafe { libc::getpid() };
+    affinity_of(pid)
+}
+
+/// The CPUs the calling thread may run on (`sched_getaffinity(0)`).
+pub(crate) fn thread_affinity() -> Result<Vec<usize>, TopologyError> {
+    affinity_of(0)
+}
+
+/// `sched_getaffinity` of `pid` (0: the calling thread), as a CPU list.
+fn affinity_of(pid: libc::pid_t) -> Result<Vec<usize>, TopologyError> {
     // Start with room for 1024 CPUs (glibc's cpu_set_t) and grow while the
     // kernel says the buffer is smaller than its cpumask (EINVAL).
     let mut words = 1024 / 64;

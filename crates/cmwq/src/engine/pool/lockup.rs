@@ -194,7 +194,7 @@ pub(crate) fn sweep(now: Instant) {
     }
     let mut out = String::new();
     for &(p, d) in &stuck {
-        let flags = p.flags(p.lock().manager_active);
+        let flags = p.flags(&p.lock());
         let _ = writeln!(
             out,
             "BUG: workqueue lockup - pool {} stuck for {}s!",
@@ -254,7 +254,7 @@ fn show_all(out: &mut String, now: Instant) {
     let mut pool_lines = Vec::new();
     for p in pools() {
         let g = p.lock();
-        let info = p.info(p.flags(g.manager_active));
+        let info = p.info(p.flags(&g));
         for (slot, pwq) in g.pwqs.iter().enumerate() {
             let Some(wq) = &pwq.wq else { continue };
             if pwq.nr_active == 0 && pwq.inactive.is_empty() {

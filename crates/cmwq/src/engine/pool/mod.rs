@@ -67,6 +67,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+mod hotplug;
 mod lane;
 mod lockup;
 mod manage;
@@ -75,6 +76,8 @@ mod snap;
 mod tick;
 mod worker;
 
+pub use hotplug::cpu_changes;
+pub(crate) use hotplug::{check as hotplug_check, usable as usable_cpus, watchdog_started};
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
 pub use lockup::{set_cm_exempt, set_watchdog_thresh, watchdog_thresh};
@@ -367,6 +370,18 @@ pub(crate) struct PoolInner {
     lockup: lockup::Watch,
     /// L: worker creation failed: when to try again (see `manage::Backoff`).
     create_backoff: manage::Backoff,
+    /// L: most workers of one lane counted in `nr_running` before no more are
+    /// woken there: 1 for bound and managed unbound pools (one running worker
+    /// per CPU), `usize::MAX` for an unmanaged (kernel-style) unbound pool and
+    /// for a bound pool while it is disassociated (see [`hotplug`]: as in the
+    /// kernel, a pool whose CPU is gone is not concurrency managed).
+    cap: usize,
+    /// L: a bound pool whose CPU the process may not use now (the kernel's
+    /// `POOL_DISASSOCIATED`): its workers run on any usable CPU.
+    disassociated: bool,
+    /// L: times its workers were bound to its CPU again after it came back
+    /// (the kernel's `rebind_workers`).
+    rebinds: u64,
 }
 
 /// A worker pool.
@@ -377,10 +392,6 @@ pub(crate) struct Pool {
     pub attrs: PoolAttrs,
     /// I: concurrency managed: `cap` is finite.
     pub managed: bool,
-    /// I: most workers of one lane counted in `nr_running` before no more are
-    /// woken there: 1 for bound and managed unbound pools (one running worker
-    /// per CPU), `usize::MAX` for an unmanaged (kernel-style) unbound pool.
-    pub cap: usize,
     /// The pool lock (`L:`).
     inner: Mutex<PoolInner>,
     /// O: a lane pool's pod: every lane pool of it, by CPU, itself included
@@ -431,9 +442,12 @@ impl Wake {
     fn run(self, pool: &'static Pool) {
         match self {
             Wake::Worker { thread, rehome } => {
-                if let Some((tid, cpu)) = rehome {
-                    // A failure (the CPU left the process's cpuset) only costs locality.
-                    let _ = sched::set_affinity_of(tid, &[cpu]);
+                if let Some((tid, cpu)) = rehome
+                    && let Err(e) = sched::set_affinity_of(tid, &[cpu])
+                {
+                    // The CPU left the process's cpuset: it costs locality
+                    // now, and the watchdog looks at the usable CPUs again.
+                    hotplug::pin_failed(&e);
                 }
                 thread.unpark();
             }
@@ -564,7 +578,8 @@ impl PoolInner {
     }
     /// Work that an idle worker of lane `h` should leave idle for: its own
     /// lane's, unserved, or another lane's that it may steal.
-    fn work_for(&mut self, h: usize, cap: usize) -> bool {
+    fn work_for(&mut self, h: usize) -> bool {
+        let cap = self.cap;
         let mut now = LazyNow::default();
         self.lanes[h].unserved(cap)
             || self
@@ -592,7 +607,8 @@ impl PoolInner {
     /// The lane an item queued from real CPU `cpu` goes on: that CPU's, or
     /// (queued from outside the pod) one whose CPU runs no worker, else the
     /// next in turn.
-    fn queue_lane(&mut self, cpu: usize, cap: usize) -> usize {
+    fn queue_lane(&mut self, cpu: usize) -> usize {
+        let cap = self.cap;
         if self.lanes.len() == 1 {
             return 0;
         }
@@ -615,7 +631,8 @@ impl PoolInner {
     /// `hint` lags (see [`lane`]), a CPU of the pod with no counted worker
     /// gets one, which will steal from it.
     #[inline]
-    fn kick(&mut self, hint: usize, cap: usize) -> Option<Wake> {
+    fn kick(&mut self, hint: usize) -> Option<Wake> {
+        let cap = self.cap;
         if self.lanes.len() == 1 && self.partners.is_empty() {
             // A bound pool or a one-CPU pod: nothing to lag behind or spread
             // to, so the only question is whether its items wait unserved.
@@ -716,7 +733,8 @@ impl PoolInner {
 
     /// The next item for a running worker of lane `h`: its own lane's, else
     /// one stolen from a lane that nobody serves or that lags.
-    fn next_item(&mut self, h: usize, cap: usize) -> Option<Item> {
+    fn next_item(&mut self, h: usize) -> Option<Item> {
+        let cap = self.cap;
         if self.lanes[h].keep_working(cap) {
             let it = self.lanes[h].pop();
             self.lanes[h].stats.local += 1;
@@ -930,8 +948,10 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
         id,
         attrs,
         managed,
-        cap,
         inner: Mutex::new(PoolInner {
+            cap,
+            disassociated: false,
+            rebinds: 0,
             lanes: lane_cpus.into_iter().map(Lane::new).collect(),
             workers: Vec::new(),
             nr_workers: 0,
@@ -970,6 +990,9 @@ pub(crate) fn bound_pool(
     if let Some(&id) = map.get(&(cpu, prio, wake)) {
         return Ok(get_pool(id).expect("registered pool"));
     }
+    // Made under `R usable`: a change of the usable CPUs sees it, or it
+    // sees the change (see `hotplug`).
+    let (_usable_lock, usable) = hotplug::hold();
     let pool = new_pool(PoolAttrs {
         cpu: Some(cpu),
         prio,
@@ -980,6 +1003,7 @@ pub(crate) fn bound_pool(
         managed: true,
         pod: Vec::new(),
     })?;
+    pool.init_association(&usable);
     map.insert((cpu, prio, wake), pool.id);
     Ok(pool)
 }
@@ -1024,7 +1048,7 @@ fn lend_to(to: &'static Pool) {
             continue;
         }
         let mut g = d.lock();
-        if !g.lanes[0].free(d.cap) {
+        if !g.lanes[0].free(g.cap) {
             continue;
         }
         let Some(i) = g.lanes[0].idle.pop() else {
@@ -1071,7 +1095,7 @@ impl Pool {
             return;
         }
         let l = &g.lanes[0];
-        let v = l.free(self.cap) && !l.idle.is_empty();
+        let v = l.free(g.cap) && !l.idle.is_empty();
         if self.lendable.0.load(Ordering::Relaxed) != v {
             self.lendable.0.store(v, Ordering::Relaxed);
         }
@@ -1291,7 +1315,7 @@ impl Pool {
         };
         g.pwqs[i].max_active = max;
         let hint = self.activate_pwq(&mut g, id.slot);
-        let wake = g.kick(hint, self.cap);
+        let wake = g.kick(hint);
         unlock_wake(self, g, wake);
     }
 
@@ -1338,7 +1362,7 @@ impl Pool {
         g.pwqs[slot as usize].nr_active += 1;
         let hint = usize::from(it.lane);
         g.push_active(it);
-        let wake = g.kick(hint, self.cap);
+        let wake = g.kick(hint);
         unlock_wake(self, g, wake);
         true
     }
@@ -1371,7 +1395,7 @@ impl Pool {
             return Err(work);
         }
         let slot = id.slot;
-        let lane = g.queue_lane(cpu, self.cap);
+        let lane = g.queue_lane(cpu);
         work.pool.store(self.id + 1, Ordering::Relaxed);
         let p = &mut g.pwqs[slot as usize];
         let color = p.work_color;
@@ -1416,7 +1440,7 @@ impl Pool {
         } else {
             g.pwqs[slot as usize].inactive.push_back(item);
         }
-        let wake = g.kick(lane, self.cap);
+        let wake = g.kick(lane);
         unlock_wake(self, g, wake);
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);
@@ -1516,7 +1540,7 @@ impl Pool {
         item.work.clear_pending();
         let mut post = Post::default();
         self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);
-        post.wake = g.kick(usize::from(item.lane), self.cap);
+        post.wake = g.kick(usize::from(item.lane));
         self.update_lendable(&g);
         drop(g);
         item.work.finish_cycle();

@@ -246,8 +246,8 @@ impl Pool {
         }
         // Work waits, nobody can take it and no worker is idle: start one
         // now rather than at the next tick.
-        if g.starving(self.cap) && !g.manager_active {
-            let lane = g.lanes.iter().position(|l| l.unserved(self.cap));
+        if g.starving(g.cap) && !g.manager_active {
+            let lane = g.lanes.iter().position(|l| l.unserved(g.cap));
             g = self.create_worker(g, lane.unwrap_or(0));
         }
         self.update_lendable(&g);
@@ -270,10 +270,10 @@ impl Pool {
         wake: &mut Vec<Wake>,
     ) -> crate::sync::MutexGuard<'a, PoolInner> {
         let (h, slot) = (g.workers[i].lane, g.workers[i].current_pwq as usize);
-        if let Some(t) = g.kick(h, self.cap) {
+        if let Some(t) = g.kick(h) {
             g.pwqs[slot].stats.cm_wakeup += 1;
             wake.push(t);
-        } else if g.starving(self.cap) && !g.manager_active {
+        } else if g.starving(g.cap) && !g.manager_active {
             g = self.create_worker(g, h);
         }
         g

@@ -12,8 +12,8 @@ use crate::types::{PoolCounts, WakeMode};
 /// The kernel's pool flag: a manager is creating a worker.
 const POOL_MANAGER_ACTIVE: u32 = 1 << 1;
 /// The kernel's pool flag: the workers are not bound to a CPU (every unbound
-/// pool; a bound pool only while its CPU is offline, which user space does
-/// not see).
+/// pool; a bound pool while the process may not use its CPU, see
+/// [`super::hotplug`]).
 const POOL_DISASSOCIATED: u32 = 1 << 2;
 
 /// Every pool created so far, by id.
@@ -32,7 +32,7 @@ pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
 
 impl Pool {
     fn snap(&self) -> Option<crate::snapshot::PoolSnap> {
-        let (workers, idle, running, worklist, refs, manager, lanes, lockups) = {
+        let (workers, idle, running, worklist, refs, flags, lanes, lockups, cap, rebinds) = {
             let g = self.lock();
             if self.attrs.cpu.is_none() && g.refcnt == 0 && g.nr_workers == 0 && !g.has_work() {
                 return None;
@@ -58,9 +58,11 @@ impl Pool {
                 g.nr_running(),
                 g.worklist_len(),
                 g.refcnt,
-                g.manager_active,
+                self.flags(&g),
                 lanes,
                 g.lockup.lockups,
+                g.cap,
+                g.rebinds,
             )
         };
         let a = &self.attrs;
@@ -70,7 +72,7 @@ impl Pool {
         };
         Some(crate::snapshot::PoolSnap {
             id: self.id,
-            flags: self.flags(manager),
+            flags,
             refs,
             nice: a.prio.nice(),
             policy: policy.into(),
@@ -86,7 +88,7 @@ impl Pool {
             strict: a.strict,
             managed: self.managed,
             // `then`, not `then_some`: an uncapped pool's product overflows.
-            cap: (self.cap != usize::MAX).then(|| self.cap * lanes.len()),
+            cap: (cap != usize::MAX).then(|| cap * lanes.len()),
             wake: match a.wake {
                 WakeMode::Deferred => "deferred".into(),
                 WakeMode::UnderLock => "under-lock".into(),
@@ -99,18 +101,19 @@ impl Pool {
             create_failed: self.create_failed.load(Ordering::Relaxed),
             prio_failed: self.prio_failed.load(Ordering::Relaxed),
             lockups,
+            rebinds,
             lanes,
         })
     }
 
     /// The kernel's pool flag bits that apply (the snapshot's and the lockup
     /// report's `flags=`); `manager`: a manager is creating a worker.
-    pub(super) fn flags(&self, manager: bool) -> u32 {
+    pub(super) fn flags(&self, g: &super::PoolInner) -> u32 {
         let mut flags = 0;
-        if manager {
+        if g.manager_active {
             flags |= POOL_MANAGER_ACTIVE;
         }
-        if self.attrs.cpu.is_none() {
+        if self.attrs.cpu.is_none() || g.disassociated {
             flags |= POOL_DISASSOCIATED;
         }
         flags

@@ -105,18 +105,18 @@ impl Pool {
         let mut clock = LazyNow::at(now);
         for d in 0..g.lanes.len() {
             if g.lanes[d].tick(&mut clock)
-                && let Some(t) = g.kick(d, self.cap)
+                && let Some(t) = g.kick(d)
             {
                 wake.push(t);
             }
         }
         // Forward progress: work waits, no worker is idle and none runs it.
         let mut mayday = Vec::new();
-        if g.starving(self.cap) && !g.manager_active {
-            let lane = g.lanes.iter().position(|l| l.unserved(self.cap));
+        if g.starving(g.cap) && !g.manager_active {
+            let lane = g.lanes.iter().position(|l| l.unserved(g.cap));
             g = self.create_worker(g, lane.unwrap_or(0));
         }
-        let starving = g.starving(self.cap);
+        let starving = g.starving(g.cap);
         if starving {
             let since = *g.starving_since.get_or_insert(now);
             if now.duration_since(since) >= watchdog::MAYDAY_INITIAL_TIMEOUT {
@@ -166,7 +166,7 @@ impl Pool {
             |g| g.take_for_rescue(slot),
             |g| g.pwqs[slot as usize].stats.rescued += 1,
         );
-        g.waiting().any(|it| it.pwq == slot) && g.starving(self.cap)
+        g.waiting().any(|it| it.pwq == slot) && g.starving(g.cap)
     }
 }
 
@@ -247,11 +247,11 @@ impl BlockingGuard {
             };
         }
         let h = g.workers[me].lane;
-        let wake = g.kick(h, pool.cap);
+        let wake = g.kick(h);
         if wake.is_some() {
             let slot = g.workers[me].current_pwq;
             g.pwqs[slot as usize].stats.cm_wakeup += 1;
-        } else if g.starving(pool.cap) && !g.manager_active {
+        } else if g.starving(g.cap) && !g.manager_active {
             g = pool.create_worker(g, h);
         }
         unlock_wake(pool, g, wake);

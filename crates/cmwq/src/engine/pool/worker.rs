@@ -72,7 +72,7 @@ impl Pool {
             WState::Guest,
             GUEST_BATCH,
             |g| {
-                if !g.lanes[0].stealable(self.cap, &mut LazyNow::default()) {
+                if !g.lanes[0].stealable(g.cap, &mut LazyNow::default()) {
                     return None;
                 }
                 g.lanes[0].stats.stolen += 1;
@@ -135,15 +135,6 @@ impl Pool {
 
 pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     WORKER.with(|w| w.set(Some((pool.id, me))));
-    // Bound pools pin to their CPU; pod pools pin each worker to its lane's
-    // CPU (re-homing moves it later), so a wakeup lands where it was meant to.
-    let _ = match pool.attrs.cpu {
-        Some(_) => sched::set_affinity(&pool.attrs.pod_cpus),
-        None => {
-            let cpu = pool.lock().lanes[home].cpu;
-            sched::set_affinity(&[cpu])
-        }
-    };
     // Nice 0 keeps what the thread inherited (a process run under `nice` stays
     // niced) unless it inherited a real-time policy from its creator.
     let inherit = pool.attrs.prio == PoolPrio::Nice(0) && !sched::is_realtime();
@@ -166,13 +157,20 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].tid = sched::gettid();
+    // Bound pools pin to their CPU (to every usable CPU while disassociated);
+    // pod pools pin each worker to its lane's CPU (re-homing moves it
+    // later), so a wakeup lands where it was meant to. Under the lock, so a
+    // change of the usable CPUs (`hotplug`) either sees this worker or is
+    // seen by it.
+    let target = pool.pin_target(&g, g.lanes[home].cpu);
+    Pool::pin(0, &target);
     g.workers[me].probe = probe;
     g.nr_starting -= 1;
     g.workers[me].state = WState::Running;
     loop {
         // ---- idle ----
         let h = g.workers[me].lane;
-        if !g.work_for(h, pool.cap) {
+        if !g.work_for(h) {
             g.enter_idle(me);
             pool.update_lendable(&g);
             let mut timed_out = false;
@@ -209,7 +207,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                     g.lanes[h].nr_woken -= 1;
                     break;
                 }
-                if g.work_for(h, pool.cap) {
+                if g.work_for(h) {
                     g.leave_idle(me);
                     break;
                 }
@@ -220,7 +218,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
             // Lent to a lagging lane pool of the pod: help there, then come
             // back; unless work arrived at home meanwhile, which comes first.
             let h = g.workers[me].lane;
-            if !g.work_for(h, pool.cap) {
+            if !g.work_for(h) {
                 g.lanes[h].nr_lent += 1;
                 pool.update_lendable(&g);
                 drop(g);
@@ -235,7 +233,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
             }
         }
         let h = g.workers[me].lane;
-        if !g.work_for(h, pool.cap) && g.workers[me].scheduled.is_empty() {
+        if !g.work_for(h) && g.workers[me].scheduled.is_empty() {
             continue;
         }
         // The manager rule: keep one idle worker in reserve.
@@ -252,7 +250,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         loop {
             let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
                 it
-            } else if let Some(it) = g.next_item(h, pool.cap) {
+            } else if let Some(it) = g.next_item(h) {
                 it
             } else {
                 break;
@@ -361,9 +359,9 @@ impl Pool {
         let probe = w.probe.take();
         g.nr_workers -= 1;
         if post.wake.is_none() {
-            post.wake = g.kick(h, self.cap);
+            post.wake = g.kick(h);
         }
-        if post.wake.is_none() && g.need_more_worker(self.cap) && !g.manager_active {
+        if post.wake.is_none() && g.need_more_worker(g.cap) && !g.manager_active {
             g = self.create_worker(g, h);
         }
         self.update_lendable(&g);
@@ -398,7 +396,7 @@ impl Pool {
             g.push_active(it);
         }
         if let Some(h) = hint {
-            post.wake = g.kick(h, self.cap);
+            post.wake = g.kick(h);
         }
         (unfinished, post)
     }
@@ -518,7 +516,7 @@ fn process_one_work<'a>(
         g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
     let hint = if counted {
-        let timed = g.should_time(lane, pool.cap);
+        let timed = g.should_time(lane, g.cap);
         g.workers[me].last_start = g.lanes[lane].item_started(timed, prev);
         lane
     } else {
@@ -526,7 +524,7 @@ fn process_one_work<'a>(
     };
     // Chain execution: wake another worker if work still waits and nobody
     // runs it, or if this lane lags and another CPU of the pod is free.
-    let wake = g.kick(hint, pool.cap);
+    let wake = g.kick(hint);
     unlock_wake(pool, g, wake);
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));

@@ -1,0 +1,466 @@
+//! When the machine moves: the CPUs a process may use change at run time.
+//!
+//! - `queue_on` of an unbound queue to a CPU outside its cpumask goes to the
+//!   queue's default pool (the kernel's rule), before and after a live
+//!   `set_cpumask`; only a CPU id beyond the possible CPUs is an error.
+//! - A CPU taken away (the affinity of every thread, as `taskset -a -p`
+//!   does; a cgroup cpuset) disassociates its bound pool, whose items keep
+//!   running; given back, the pool's workers are bound to it alone again.
+//!   Each such test runs in a child process (this binary, re-run with
+//!   `CMWQ_HP_CHILD` set), which restores what it changed.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use std::time::Instant;
+
+use cmwq::{DelayedWork, Work, Workqueue};
+
+/// The CPUs this process may run on now (the main thread's affinity).
+fn usable() -> Vec<usize> {
+    cmwq::topology::sched_affinity().expect("sched_getaffinity")
+}
+
+/// Every `_on` call of an unbound queue whose cpumask is `[inside]`, aimed at
+/// `outside`: each succeeds and its item runs once, on a CPU of the mask.
+fn on_calls_run_in_mask(wq: &Workqueue, outside: usize, inside: usize) {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let wrong_cpu = Arc::new(AtomicUsize::new(0));
+    let count = {
+        let (ran, wrong) = (ran.clone(), wrong_cpu.clone());
+        move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+            if common::current_cpu() != inside {
+                wrong.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    };
+    let c = count.clone();
+    let w = Work::new(c);
+    assert_eq!(wq.queue_on(outside, &w), Ok(true), "queue_on({outside})");
+    w.flush();
+    let c = count.clone();
+    let h = wq
+        .spawn_on(outside, move || {
+            c();
+            7
+        })
+        .unwrap_or_else(|e| panic!("spawn_on({outside}): {e}"));
+    assert_eq!(h.join().unwrap(), 7);
+    let c = count.clone();
+    assert_eq!(wq.execute_on(outside, c), Ok(true));
+    let c = count.clone();
+    let dw = DelayedWork::new(c);
+    assert_eq!(
+        wq.queue_delayed_on(outside, &dw, Duration::from_millis(1)),
+        Ok(true)
+    );
+    dw.flush();
+    wq.flush();
+    assert_eq!(ran.load(Ordering::SeqCst), 4, "each item ran once");
+    assert_eq!(
+        wrong_cpu.load(Ordering::SeqCst),
+        0,
+        "items for CPU {outside} run in the queue's cpumask [{inside}] (its default pool)"
+    );
+}
+
+#[test]
+fn queue_on_outside_cpumask_goes_to_the_default_pool() {
+    let cpus = usable();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 usable CPUs, this process has {cpus:?}");
+        return;
+    }
+    let (a, b) = (cpus[0], cpus[1]);
+    let wq = Workqueue::builder("hp-mask")
+        .unbound()
+        .cpumask(&[b])
+        .build()
+        .unwrap();
+    on_calls_run_in_mask(&wq, a, b);
+    // A live cpumask change: calls that worked keep working, now the other way.
+    wq.set_cpumask(&[a]).unwrap();
+    on_calls_run_in_mask(&wq, b, a);
+    wq.set_cpumask(&[b]).unwrap();
+    on_calls_run_in_mask(&wq, a, b);
+    // A CPU id beyond the possible ones is still refused, and says so.
+    let e = wq.queue_on(1 << 20, &Work::new(|| {})).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+}
+
+// ---- CPUs taken and given back ----
+
+/// The kernel's `POOL_DISASSOCIATED` bit in a snapshot's pool flags.
+const POOL_DISASSOCIATED: u32 = 1 << 2;
+/// Watchdog ticks a change may take to be noticed and applied (the affinity
+/// is read every tick, the cpuset every tenth).
+const MAX_TICKS: u64 = 40;
+
+/// Sets the affinity of thread `tid` (0: the caller).
+fn set_affinity_of(tid: i32, cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: the CPU ids come from sched_getaffinity, below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: the pointer and size describe `set`, which outlives the call.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The calling thread's affinity.
+fn my_affinity() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; the pointer and size describe `set`.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(r, 0, "sched_getaffinity");
+    // SAFETY: `set` was filled by the kernel above.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// What `taskset -a -p -c LIST PID` does: every thread of this process.
+/// Twice, for threads started meanwhile by one not yet changed.
+fn taskset_all(cpus: &[usize]) {
+    for _ in 0..2 {
+        for e in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+            let tid: i32 = e.unwrap().file_name().to_str().unwrap().parse().unwrap();
+            // A thread that exited meanwhile is gone: ESRCH is fine.
+            let _ = set_affinity_of(tid, cpus);
+        }
+    }
+}
+
+/// The bound pools of `cpu` in the snapshot: (disassociated, rebinds) each.
+/// A disassociated pool is not concurrency managed (no cap), an associated
+/// one runs one counted worker at a time.
+fn bound_pools_of(cpu: usize) -> Vec<(bool, u64)> {
+    cmwq::snapshot()
+        .pools
+        .iter()
+        .filter(|p| p.cpu == Some(cpu))
+        .map(|p| {
+            let dis = p.flags & POOL_DISASSOCIATED != 0;
+            assert_eq!(p.cap, (!dis).then_some(1), "pool {} cap", p.id);
+            (dis, p.rebinds)
+        })
+        .collect()
+}
+
+/// Keeps the watchdog ticking (it parks while nothing is busy) until `cond`
+/// holds; panics with `what` after [`MAX_TICKS`] ticks (or a minute, should
+/// the watchdog stop ticking at all).
+fn within_ticks(what: &str, wq: &Workqueue, cond: impl Fn() -> bool) {
+    let t0 = cmwq::watchdog_ticks();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if cond() {
+            return;
+        }
+        let ticks = cmwq::watchdog_ticks() - t0;
+        assert!(
+            ticks <= MAX_TICKS && Instant::now() < deadline,
+            "{what}: not within {ticks} watchdog ticks"
+        );
+        // A busy worker for a tick or two.
+        wq.execute(|| std::thread::sleep(Duration::from_millis(15)));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Items queued on every usable CPU of the start set: each runs exactly once.
+/// Returns, per item queued on `probe`, the CPU it ran on and its worker's
+/// affinity.
+fn run_counted(
+    wq: &Workqueue,
+    cpus: &[usize],
+    per_cpu: usize,
+    probe: usize,
+) -> Vec<(usize, Vec<usize>)> {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut works = Vec::new();
+    for &c in cpus {
+        for _ in 0..per_cpu {
+            let (ran, seen) = (ran.clone(), seen.clone());
+            let w = Work::new(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+                if c == probe {
+                    seen.lock()
+                        .unwrap()
+                        .push((common::current_cpu(), my_affinity()));
+                }
+            });
+            assert_eq!(wq.queue_on(c, &w), Ok(true));
+            works.push(w);
+        }
+    }
+    wq.flush();
+    for w in &works {
+        assert!(!w.is_pending(), "flush waited for every item");
+    }
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        cpus.len() * per_cpu,
+        "every item ran exactly once"
+    );
+    std::mem::take(&mut *seen.lock().unwrap())
+}
+
+/// Runs test `name` of this binary in a child process with `CMWQ_HP_CHILD`
+/// set; the child prints `skipped:` where it lacks what it needs.
+fn in_child(name: &str) {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("CMWQ_HP_CHILD", name)
+        .output()
+        .expect("re-run the test binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    assert!(out.status.success(), "child {name} failed: {text}");
+    assert!(
+        text.contains("1 passed"),
+        "child {name} ran its test: {text}"
+    );
+}
+
+/// In the test process: runs test `name` in a child and returns `None`. In
+/// that child: the usable CPUs, or `None` (and a note) if there are not two.
+fn child_with_two_cpus(name: &str) -> Option<Vec<usize>> {
+    if std::env::var("CMWQ_HP_CHILD").is_ok_and(|v| v == name) {
+        let start = usable();
+        if start.len() >= 2 {
+            return Some(start);
+        }
+        println!("skipped: needs 2 usable CPUs, this process has {start:?}");
+    } else {
+        in_child(name);
+    }
+    None
+}
+
+/// What a CPU leaving and coming back does to its bound pool, with `take`
+/// and `give` changing the process's CPUs (affinity or cpuset).
+fn leave_and_come_back(take: impl Fn(&[usize]), give: impl Fn()) {
+    let start = usable();
+    let (stay, leave) = (start[0], start[1]);
+    let wq = Workqueue::builder("hp-bound").build().unwrap();
+    let ticker = Workqueue::builder("hp-tick").unbound().build().unwrap();
+    // Before: items of `leave` run on it, on a worker bound to it alone.
+    for (cpu, aff) in run_counted(&wq, &start, 20, leave) {
+        assert_eq!((cpu, aff), (leave, vec![leave]), "bound before the change");
+    }
+    assert!(
+        bound_pools_of(leave).iter().all(|&(dis, _)| !dis),
+        "associated before"
+    );
+    let rebinds0: u64 = bound_pools_of(leave).iter().map(|p| p.1).sum();
+    let changes0 = cmwq::cpu_changes();
+
+    take(&[stay]);
+    within_ticks(
+        "the pool of the CPU taken is disassociated",
+        &ticker,
+        || bound_pools_of(leave).iter().all(|&(dis, _)| dis),
+    );
+    assert!(cmwq::cpu_changes() > changes0, "the change was counted");
+    let snap = cmwq::snapshot();
+    assert_eq!(snap.topology.usable, vec![stay], "usable CPUs shown");
+    assert!(
+        snap.topology.online.contains(&leave),
+        "still a possible CPU"
+    );
+    // Meanwhile: items of every CPU still run exactly once (those of
+    // `leave` on the CPU that is left), and flush and cancel still work.
+    for (cpu, _) in run_counted(&wq, &start, 50, leave) {
+        assert_eq!(cpu, stay, "a disassociated pool's items run elsewhere");
+    }
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    let dw = DelayedWork::new(move || {
+        f.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(
+        wq.queue_delayed_on(leave, &dw, Duration::from_secs(3600)),
+        Ok(true)
+    );
+    assert!(
+        dw.cancel_sync(),
+        "cancel works on a disassociated CPU's item"
+    );
+    assert_eq!(
+        fired.load(Ordering::SeqCst),
+        0,
+        "the cancelled item never ran"
+    );
+
+    give();
+    within_ticks("the pool of the CPU given back is rebound", &ticker, || {
+        bound_pools_of(leave).iter().all(|&(dis, _)| !dis)
+    });
+    let rebinds1: u64 = bound_pools_of(leave).iter().map(|p| p.1).sum();
+    assert!(
+        rebinds1 > rebinds0,
+        "rebinds counted: {rebinds0} -> {rebinds1}"
+    );
+    // After: every item of `leave` runs on it, on a worker bound to it alone.
+    for (cpu, aff) in run_counted(&wq, &start, 50, leave) {
+        assert_eq!(aff, vec![leave], "worker bound to CPU {leave} alone");
+        assert_eq!(cpu, leave, "item for CPU {leave} ran there");
+    }
+}
+
+#[test]
+fn affinity_of_every_thread_taken_and_given_back() {
+    const NAME: &str = "affinity_of_every_thread_taken_and_given_back";
+    let Some(start) = child_with_two_cpus(NAME) else {
+        return;
+    };
+    leave_and_come_back(taskset_all, || taskset_all(&start));
+}
+
+/// A cgroup cpuset the test made (v1 `cpuset` or v2 with the `cpuset`
+/// controller): the child process moves itself in, changes its CPUs, and
+/// moves back out; the directory is removed when this is dropped.
+struct Cpuset {
+    dir: std::path::PathBuf,
+    /// The file that holds the CPUs (`cpuset.cpus`).
+    cpus: std::path::PathBuf,
+    /// `cgroup.procs` of the cgroup the process came from.
+    home: std::path::PathBuf,
+}
+
+impl Cpuset {
+    /// Makes one with `list`, or says why not.
+    fn make(list: &str) -> Result<Cpuset, String> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let cg = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+        for line in info.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let Some(dash) = f.iter().position(|&x| x == "-") else {
+                continue;
+            };
+            let (root, mnt, fstype) = (f[3], f[4], f[dash + 1]);
+            let opts = f.get(dash + 3).copied().unwrap_or("");
+            let v1 = fstype == "cgroup" && opts.split(',').any(|o| o == "cpuset");
+            let v2 = fstype == "cgroup2"
+                && std::fs::read_to_string(format!("{mnt}/cgroup.controllers"))
+                    .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpuset"));
+            if !v1 && !v2 {
+                continue;
+            }
+            // The cgroup the process is in, on that hierarchy.
+            let path = cg.lines().find_map(|l| {
+                let mut p = l.splitn(3, ':');
+                let (_, ctrl, path) = (p.next()?, p.next()?, p.next()?);
+                let mine = if v1 {
+                    ctrl.split(',').any(|c| c == "cpuset")
+                } else {
+                    ctrl.is_empty()
+                };
+                mine.then(|| path.to_string())
+            });
+            let Some(path) = path else { continue };
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            let here = std::path::Path::new(mnt).join(rel.trim_start_matches('/'));
+            // v2: processes live only in leaves, so the new cgroup goes under
+            // the mount's root, whose subtree gets the cpuset controller.
+            let parent = if v2 {
+                std::path::PathBuf::from(mnt)
+            } else {
+                here.clone()
+            };
+            if v2 {
+                let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+cpuset");
+            }
+            let dir = parent.join(format!("cmwq-hotplug-{}", std::process::id()));
+            std::fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+            let set = Cpuset {
+                cpus: dir.join("cpuset.cpus"),
+                home: here.join("cgroup.procs"),
+                dir,
+            };
+            if v1 {
+                let mems = std::fs::read_to_string(here.join("cpuset.mems"))
+                    .map_err(|e| format!("cpuset.mems: {e}"))?;
+                std::fs::write(set.dir.join("cpuset.mems"), mems.trim())
+                    .map_err(|e| format!("cpuset.mems: {e}"))?;
+            }
+            set.set(list)?;
+            return Ok(set);
+        }
+        Err("no writable cgroup cpuset (v1 cpuset mount or v2 cpuset controller)".into())
+    }
+
+    fn set(&self, list: &str) -> Result<(), String> {
+        std::fs::write(&self.cpus, list).map_err(|e| format!("{}: {e}", self.cpus.display()))
+    }
+
+    /// Moves the whole process (every thread) in.
+    fn enter(&self) -> Result<(), String> {
+        std::fs::write(
+            self.dir.join("cgroup.procs"),
+            std::process::id().to_string(),
+        )
+        .map_err(|e| format!("move into {}: {e}", self.dir.display()))
+    }
+
+    /// Moves it back where it was.
+    fn leave(&self) {
+        let _ = std::fs::write(&self.home, std::process::id().to_string());
+    }
+}
+
+impl Drop for Cpuset {
+    fn drop(&mut self) {
+        self.leave();
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            eprintln!("could not remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+#[test]
+fn cgroup_cpuset_taken_and_given_back() {
+    const NAME: &str = "cgroup_cpuset_taken_and_given_back";
+    let Some(start) = child_with_two_cpus(NAME) else {
+        return;
+    };
+    let list = start
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let set = match Cpuset::make(&list) {
+        Ok(s) => s,
+        Err(why) => {
+            println!("skipped: cannot make a cgroup cpuset here: {why}");
+            return;
+        }
+    };
+    if let Err(why) = set.enter() {
+        println!("skipped: {why}");
+        return;
+    }
+    leave_and_come_back(
+        |cpus| set.set(&cpus[0].to_string()).expect("shrink the cpuset"),
+        || set.set(&list).expect("widen the cpuset"),
+    );
+    drop(set);
+    println!("cpuset test ran");
+}
