@@ -336,3 +336,33 @@ fn a_sleeper_that_wakes_counts_again() {
     drop(wq);
     also_under_the_other_detectors("a_sleeper_that_wakes_counts_again");
 }
+
+/// Short sleeps (2 ms, a read from a slow disk) each end long before the
+/// next 10 ms tick: the sampler must find them while work waits anyway, so
+/// a pool of such items is seen to block and its workers get their switch
+/// records. Run in a child process of its own, where no earlier test has
+/// taught the CPU's pool that its items block.
+#[test]
+fn short_sleeps_are_found_while_work_waits() {
+    if !common::in_own_process(
+        "short_sleeps_are_found_while_work_waits",
+        "CMWQ_SLEEP_SHORT_CHILD",
+    ) {
+        return;
+    }
+    let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+    let wq = Workqueue::builder("sleep-short").build().unwrap();
+    // 300 items of 2 ms sleep each, all queued at once: work always waits.
+    let items: Vec<Work> = (0..300)
+        .map(|_| Work::new(|| thread::sleep(Duration::from_millis(2))))
+        .collect();
+    for w in &items {
+        assert_eq!(wq.queue_on(cpu, w), Ok(true));
+    }
+    wq.flush();
+    let st = wq.stats();
+    assert!(
+        st.sampled >= 1,
+        "300 items that sleep 2 ms behind each other were never seen asleep: {st:?}"
+    );
+}

@@ -12,8 +12,10 @@
 //!
 //! A worker with no probe (a pool that has not been seen to block yet, or
 //! `perf_event_open` refused) is read through `/proc/self/task/TID/stat` by
-//! the watchdog's look, outside the pool lock, and only once it has stayed on
-//! one item since the previous look (a pool of short items costs no reads).
+//! the watchdog's look, outside the pool lock: at each tick while its pool
+//! has waiting work (two reads per 10 ms on this machine), and between ticks
+//! only once it has stayed on one item since the previous look (a pool of
+//! short items costs no reads).
 //! The first sleep the sampler sees in a pool turns probes on for its
 //! workers (`Pool::blocks`) and puts the pool on the 1 ms look; a pool whose
 //! items were never seen to block is looked at once per tick (10 ms), so it
@@ -203,10 +205,12 @@ impl Pool {
                 Some(p) => Seen::of_probe(p.state(mono), &mut next),
                 None => {
                     let out = w.blocked & BLOCKED_SAMPLED != 0;
-                    // Counted and on one item since the last look, or out
-                    // for a sleep (has it woken?): worth a read.
+                    // Out for a sleep (has it woken?), or counted while work
+                    // waits: at a tick, always (that is how a pool's first
+                    // sleep is found, and a tick is 10 ms apart); between
+                    // ticks only once on one item since the previous look.
                     if switches::sampler_enabled()
-                        && (out || (w.blocked == 0 && w.look_seq == w.seq))
+                        && (out || (w.blocked == 0 && (tick || w.look_seq == w.seq)))
                     {
                         reads.push(ProcLook {
                             i,

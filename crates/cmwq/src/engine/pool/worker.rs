@@ -149,11 +149,11 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         lent: false,
     };
     trace::worker_created(pool.id, me);
-    // Opened on this thread, before the lock: a syscall and a mapping.
-    let probe = pool
-        .probe_wanted()
-        .then(SwitchProbe::open_current)
-        .flatten();
+    // Opened on this thread, before the lock: a syscall and a mapping. Once
+    // tried (now, or after the item during which the pool was first seen
+    // to block), never again: a refusal is not retried per item.
+    let mut probe_tried = pool.probe_wanted();
+    let probe = probe_tried.then(SwitchProbe::open_current).flatten();
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].tid = sched::gettid();
@@ -261,6 +261,16 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 continue;
             }
             g = process_one_work(pool, me, g, item, &mut wq_cache, true);
+            if !probe_tried && pool.probe_wanted() {
+                // The pool's items were seen to sleep: this worker reads its
+                // switch records from its next item on (a worker may stay
+                // busy for a long time; the end of its busy spell is too late).
+                probe_tried = true;
+                drop(g);
+                let probe = SwitchProbe::open_current();
+                g = pool.lock();
+                g.workers[me].probe = probe;
+            }
         }
         g.workers[me].last_start = None;
         if pool.managed {
@@ -269,14 +279,6 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         g.lanes[h].worker_left();
         watchdog::busy_exit();
         exit.busy = false;
-        if g.workers[me].probe.is_none() && pool.probe_wanted() {
-            // The pool's items were seen to sleep since this worker started:
-            // it reads its switch records from its next busy spell on.
-            drop(g);
-            let probe = SwitchProbe::open_current();
-            g = pool.lock();
-            g.workers[me].probe = probe;
-        }
     }
 }
 
