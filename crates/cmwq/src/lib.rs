@@ -41,6 +41,7 @@ mod error;
 mod params;
 pub mod percpu;
 mod priority;
+pub mod quota;
 mod sched;
 pub mod snapshot;
 mod switches;
