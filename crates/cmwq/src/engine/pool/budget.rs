@@ -94,7 +94,6 @@ pub(crate) const YIELD_AFTER: u32 = 16;
 /// How often `auto` re-reads the cgroup quota.
 const REREAD: Duration = Duration::from_secs(1);
 
-
 /// A: workers that may run at once; 0: no budget. `Relaxed`: a setting;
 /// a raise is followed by a kick, a cut is seen after the next item.
 static LIMIT: AtomicUsize = AtomicUsize::new(0);
