@@ -366,6 +366,8 @@ pub fn render_dump(s: &Snapshot) -> String {
         );
     }
 
+    let _ = writeln!(out, "\n{}", s.cpu_budget.line());
+
     heading(&mut out, "Worker Pools");
     let id_len = s
         .pools

@@ -97,10 +97,21 @@ pub fn render(a: &TopologyArgs) -> Result<String, String> {
         .into_iter()
         .map(|s| (s, topo.pods(s, size)))
         .collect();
+    // The quota is this machine's (of this process's cgroup), so it is
+    // shown for the live machine only.
+    let budget = (a.synthetic.is_none() && a.sysfs.is_none())
+        .then(|| cmwq::snapshot::CpuBudgetSnap::from(cmwq::cpu_budget()));
     Ok(if a.json {
-        json(&topo, a.default_scope, size, &scopes)
+        json(&topo, a.default_scope, size, &scopes, budget.as_ref())
     } else {
-        text(&topo, a.default_scope, &scopes)
+        let mut s = text(&topo, a.default_scope, &scopes);
+        if let Some(b) = &budget {
+            s.insert_str(
+                s.find('\n').map_or(0, |i| i + 1),
+                &format!("{}\n", b.line()),
+            );
+        }
+        s
     })
 }
 
@@ -133,7 +144,13 @@ pub const TOPOLOGY_SCHEMA: &str = "cmwq-topology/1";
 
 /// Writes the JSON by hand so keys keep a reading order (scopes in kernel
 /// order, `cpu_pod` by CPU number).
-fn json(topo: &Topology, dfl: Scope, size: usize, scopes: &[(Scope, PodType)]) -> String {
+fn json(
+    topo: &Topology,
+    dfl: Scope,
+    size: usize,
+    scopes: &[(Scope, PodType)],
+    budget: Option<&cmwq::snapshot::CpuBudgetSnap>,
+) -> String {
     let (wmin, wmax) = topo.smt_width();
     let mut s = String::from("{\n");
     let _ = writeln!(s, "  \"schema\": {},", js(&TOPOLOGY_SCHEMA));
@@ -145,6 +162,9 @@ fn json(topo: &Topology, dfl: Scope, size: usize, scopes: &[(Scope, PodType)]) -
     let _ = writeln!(s, "  \"cache_shard_size\": {size},");
     let _ = writeln!(s, "  \"summary\": {},", js(&topo.summary()));
     let _ = writeln!(s, "  \"notes\": {},", js(&topo.notes()));
+    if let Some(b) = budget {
+        let _ = writeln!(s, "  \"cpu_budget\": {},", js(b));
+    }
     let _ = writeln!(
         s,
         "  \"machine\": {{\"cpus\": {}, \"cores\": {}, \"packages\": {}, \"llcs\": {}, \

@@ -41,6 +41,7 @@ mod error;
 mod params;
 pub mod percpu;
 mod priority;
+pub mod quota;
 mod sched;
 pub mod snapshot;
 mod switches;
@@ -75,12 +76,12 @@ const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
 #[doc(hidden)]
 pub use engine::set_cm_exempt;
 pub use engine::{
-    BlockingGuard, DFL_SPREAD_THRESH, DFL_WORKER_STACK, DelayedWork, JoinError, JoinHandle,
-    MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder, blocking,
-    cpu_changes, cpu_intensive_thresh, panic_reports_failed, set_cpu_intensive_thresh,
-    set_idle_timeout, set_panic_hook, set_spread_thresh, set_watchdog_thresh, snapshot,
-    spread_thresh, system, system_highpri, system_long, system_unbound, watchdog_looks,
-    watchdog_thresh, watchdog_ticks, workqueue_names,
+    BlockingGuard, CpuBudget, DFL_SPREAD_THRESH, DFL_WORKER_STACK, DelayedWork, JoinError,
+    JoinHandle, MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder,
+    blocking, cpu_budget, cpu_changes, cpu_intensive_thresh, panic_reports_failed,
+    set_cpu_intensive_thresh, set_cpu_quota_mode, set_idle_timeout, set_panic_hook,
+    set_spread_thresh, set_watchdog_thresh, snapshot, spread_thresh, system, system_highpri,
+    system_long, system_unbound, watchdog_looks, watchdog_thresh, watchdog_ticks, workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
 pub use engine::{debug_fail_worker_creation, debug_kill_next_worker};

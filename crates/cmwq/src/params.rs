@@ -10,6 +10,7 @@
 //! | `CMWQ_CONTROL` | `1` starts the control endpoint with the first workqueue ([`crate::control`]) | — |
 //! | `CMWQ_QPW` | `0` or `1`: the default mode of [`crate::percpu::PerCpu`] | `qpw=` |
 //! | `CMWQ_SPREAD_US` | µs a pod pool's worker may spend on an item before work queued behind it spreads to idle CPUs of the pod ([`crate::set_spread_thresh`]) | — |
+//! | `CMWQ_CPU_QUOTA` | `auto` (ceil of the cgroup CPU quota), `off`, or N: most workers of managed pools running at once ([`crate::cpu_budget`]) | — |
 //! | `CMWQ_WATCHDOG_THRESH` | seconds a pool may have work waiting and start none before the lockup watchdog reports it; 0 turns it off ([`crate::set_watchdog_thresh`]) | `workqueue.watchdog_thresh` |
 //! | `CMWQ_WORKER_STACK` | the stack size of worker threads, in bytes (`K`, `M`, `G` suffixes) | — |
 //!
@@ -106,6 +107,9 @@ pub(crate) fn parse_params(
 /// The lockup watchdog's threshold (the kernel's `workqueue.watchdog_thresh`).
 pub(crate) const WATCHDOG_THRESH_ENV: &str = "CMWQ_WATCHDOG_THRESH";
 
+/// The CPU budget's mode (see [`crate::quota::QuotaMode`]).
+pub(crate) const CPU_QUOTA_ENV: &str = "CMWQ_CPU_QUOTA";
+
 /// The process's defaults, read from the environment on first use.
 pub(crate) fn params() -> Result<&'static Params, Error> {
     static P: OnceLock<Result<Params, Error>> = OnceLock::new();
@@ -133,6 +137,13 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
         env_parse(crate::switches::ENV, "auto, switch, proc or off", |s| {
             crate::switches::parse_mode(s).ok()
         })?;
+        // `CMWQ_CPU_QUOTA`: read by the engine when its first pool is made;
+        // refused here, where `build()` and `check_env()` both see it.
+        env_parse(
+            CPU_QUOTA_ENV,
+            "auto (the cgroup's quota), off, or a number of running workers >= 1",
+            crate::quota::QuotaMode::parse,
+        )?;
         let lockup = env_parse(
             WATCHDOG_THRESH_ENV,
             "a whole number of seconds (30 by default; 0 turns the lockup watchdog off)",

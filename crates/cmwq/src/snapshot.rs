@@ -40,12 +40,78 @@ pub struct Snapshot {
     /// `workqueue.watchdog_thresh`, see [`crate::set_watchdog_thresh`]).
     #[cfg_attr(feature = "serde", serde(default))]
     pub watchdog_thresh: u64,
+    /// The CPU budget and the cgroup quota it follows (`CMWQ_CPU_QUOTA`).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub cpu_budget: CpuBudgetSnap,
     /// The machine as the process's default workqueues see it.
     pub topology: TopologySnap,
     /// Every worker pool, by id.
     pub pools: Vec<PoolSnap>,
     /// Every live workqueue, in creation order.
     pub workqueues: Vec<WorkqueueSnap>,
+}
+
+/// The CPU budget (see [`crate::cpu_budget`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct CpuBudgetSnap {
+    /// `CMWQ_CPU_QUOTA`: `auto`, `off` or a number.
+    pub mode: String,
+    /// The cgroup's CPU quota in CPUs (quota / period), if one is set.
+    pub quota_cpus: Option<f64>,
+    /// Where the quota comes from, in words (`0.50 CPUs (50000 us per ...)`).
+    pub quota: Option<String>,
+    /// Why the quota could not be read, if it could not.
+    pub error: Option<String>,
+    /// Workers of managed pools that may run at once; `None`: no budget.
+    pub limit: Option<usize>,
+    /// Units held when the snapshot was taken.
+    pub running: usize,
+    /// The most held at once so far.
+    pub peak: usize,
+    /// Times a worker waited for a unit.
+    pub waits: u64,
+    /// Microseconds the last read of the cgroup files took (the first
+    /// read also finds the cgroup in mountinfo; re-reads, once a second,
+    /// read the quota files only).
+    pub read_us: u64,
+}
+
+impl CpuBudgetSnap {
+    /// One line: `cpu_quota=... budget=...`, as `cmwq dump` and `cmwq
+    /// topology` print it.
+    pub fn line(&self) -> String {
+        let quota = match (&self.quota, &self.error) {
+            (Some(q), _) => q.clone(),
+            (None, Some(e)) => format!("unreadable ({e})"),
+            (None, None) => "none".into(),
+        };
+        let limit = self
+            .limit
+            .map_or_else(|| "off".to_string(), |n| n.to_string());
+        format!(
+            "cpu_quota={quota} budget={limit} (CMWQ_CPU_QUOTA={}) running={} peak={} waits={} \
+             read={}us",
+            self.mode, self.running, self.peak, self.waits, self.read_us
+        )
+    }
+}
+
+impl From<crate::CpuBudget> for CpuBudgetSnap {
+    fn from(b: crate::CpuBudget) -> Self {
+        CpuBudgetSnap {
+            mode: b.mode.to_string(),
+            quota_cpus: b.quota.as_ref().map(crate::quota::CpuQuota::cpus),
+            quota: b.quota.as_ref().map(ToString::to_string),
+            error: b.error,
+            limit: b.limit,
+            running: b.running,
+            peak: b.peak,
+            waits: b.waits,
+            read_us: b.read_cost.as_micros() as u64,
+        }
+    }
 }
 
 /// The "Affinity Scopes" section.

@@ -57,6 +57,8 @@ fn every_listed_variable_is_checked() {
         ("CMWQ_CONTROL", "yes"),
         ("CMWQ_SPREAD_US", "0"),
         ("CMWQ_BLOCK_DETECT", "perf"),
+        ("CMWQ_CPU_QUOTA", "0"),
+        ("CMWQ_CPU_QUOTA", "half"),
     ] {
         let v = verdict(var, bad);
         assert!(
@@ -67,6 +69,9 @@ fn every_listed_variable_is_checked() {
     assert_eq!(verdict("CMWQ_QPW", "1"), "ok");
     for mode in ["auto", "switch", "proc", "off"] {
         assert_eq!(verdict("CMWQ_BLOCK_DETECT", mode), "ok");
+    }
+    for mode in ["auto", "off", "3"] {
+        assert_eq!(verdict("CMWQ_CPU_QUOTA", mode), "ok");
     }
 }
 

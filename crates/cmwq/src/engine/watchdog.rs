@@ -146,6 +146,14 @@ pub(crate) fn poke() {
     wake();
 }
 
+/// Cuts the watchdog's wait short (a worker handed back a unit of the CPU
+/// budget under its pool's lock: the watchdog kicks the pools that wait for
+/// one, see `pool/budget.rs`). The caller is busy, so the watchdog is not
+/// parked for good.
+pub(crate) fn nudge() {
+    wake();
+}
+
 fn wake() {
     if let Some(t) = WATCHDOG.get() {
         t.unpark();
@@ -189,5 +197,8 @@ fn run() {
         }
         look = super::pool::look_all(tick);
         LOOKS.fetch_add(1, Ordering::Relaxed);
+        // The CPU budget: the quota re-read once a second, and waiters
+        // kicked that a handed-back unit can serve.
+        super::pool::budget_tick(tick);
     }
 }

@@ -67,6 +67,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+mod budget;
 mod hotplug;
 mod lane;
 mod lockup;
@@ -76,6 +77,8 @@ mod snap;
 mod tick;
 mod worker;
 
+pub(crate) use budget::tick as budget_tick;
+pub use budget::{CpuBudget, cpu_budget, set_cpu_quota_mode};
 pub use hotplug::cpu_changes;
 pub(crate) use hotplug::{check as hotplug_check, usable as usable_cpus, watchdog_started};
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
@@ -243,6 +246,11 @@ struct WorkerSlot {
     /// L: hidden from concurrency management (its thread cleared the
     /// kernel's `PF_WQ_WORKER`, see [`set_cm_exempt`]).
     cm_exempt: bool,
+    /// L: holds a unit of the CPU budget (see [`budget`]).
+    budgeted: bool,
+    /// L: handed its unit back while it does not count (blocked); takes
+    /// it back when it counts again.
+    budget_lent: bool,
 }
 
 impl WorkerSlot {
@@ -268,6 +276,8 @@ impl WorkerSlot {
             look_seq: 0,
             label: super::work::Label::Static(""),
             cm_exempt: false,
+            budgeted: false,
+            budget_lent: false,
         }
     }
 }
@@ -409,6 +419,9 @@ pub(crate) struct Pool {
     /// [`sleep`]). Never cleared. `Relaxed`: a setting; a worker that reads it
     /// late opens its probe one busy spell later.
     blocks: AtomicBool,
+    /// A: queued in the CPU budget's waiters (see [`budget`]). `SeqCst`:
+    /// set before the registration is counted in `NR_WAITING`.
+    budget_waiting: AtomicBool,
     /// A: worker threads that could not be created (`Relaxed`: a counter).
     pub create_failed: AtomicU64,
     /// A: workers that could not take the pool's priority (`Relaxed`: a counter).
@@ -698,6 +711,9 @@ impl PoolInner {
     /// Wakes a worker for lane `d`: its own most recently idled, else one of
     /// the lane with the most idle, re-homed to `d`'s CPU.
     fn wake_for(&mut self, d: usize, spread: bool) -> Option<Wake> {
+        if !self.budget_allows_wake() {
+            return None;
+        }
         let (i, rehome) = if let Some(i) = self.lanes[d].idle.pop() {
             (i, false)
         } else {
@@ -758,6 +774,7 @@ impl PoolInner {
         if was == 0 && managed {
             let h = self.workers[me].lane;
             self.lanes[h].nr_running -= 1;
+            self.budget_lend(me);
             return true;
         }
         false
@@ -771,6 +788,7 @@ impl PoolInner {
             let h = self.workers[me].lane;
             self.lanes[h].nr_running += 1;
             self.lanes[h].runner = me;
+            self.budget_unlend(me);
         }
     }
 
@@ -927,6 +945,8 @@ pub fn debug_kill_next_worker() {
 }
 
 fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
+    // The CPU budget is read before the first worker can run.
+    budget::init();
     let managed = attrs.cpu.is_some() || attrs.managed;
     let cap = if managed { 1 } else { usize::MAX };
     // One lane per real CPU of the pod (sorted: lanes are found by binary
@@ -971,6 +991,7 @@ fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> {
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
         blocks: AtomicBool::new(crate::switches::probe_from_start()),
+        budget_waiting: AtomicBool::new(false),
         create_failed: AtomicU64::new(0),
         prio_failed: AtomicU64::new(0),
         workers_lost: AtomicU64::new(0),

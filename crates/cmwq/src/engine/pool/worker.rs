@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use std::collections::VecDeque;
 
+use super::budget;
 use super::lane::{LANE_LIST_CAP, LazyNow};
 use super::{
     BLOCKED_INTENSIVE, CURRENT, DEBUG_KILL_WORKER, IDLE_TIMEOUT_MS, Item, Pool, PoolInner, Post,
@@ -167,12 +168,19 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     g.workers[me].probe = probe;
     g.nr_starting -= 1;
     g.workers[me].state = WState::Running;
+    // Went idle to let other pools have its unit of the CPU budget.
+    let mut yielded = false;
     loop {
         // ---- idle ----
         let h = g.workers[me].lane;
-        if !g.work_for(h) {
+        let go = !std::mem::take(&mut yielded)
+            && g.work_for(h)
+            && (!pool.managed || g.budget_take(me, pool));
+        if !go {
             g.enter_idle(me);
             pool.update_lendable(&g);
+            // On the idle stack first: a kick for this pool may pick it.
+            let mut kick = g.budget_give(me);
             let mut timed_out = false;
             loop {
                 // Leave if idle beyond the cull rule, or if the pool was let go
@@ -188,9 +196,15 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                     // The mapping goes with the lock released.
                     drop(g);
                     drop(probe);
+                    if kick {
+                        budget::kick_waiters();
+                    }
                     return;
                 }
                 drop(g);
+                if std::mem::take(&mut kick) {
+                    budget::kick_waiters();
+                }
                 let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
                 let t0 = std::time::Instant::now();
                 thread::park_timeout(timeout);
@@ -207,7 +221,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                     g.lanes[h].nr_woken -= 1;
                     break;
                 }
-                if g.work_for(h) {
+                if g.work_for(h) && (!pool.managed || g.budget_take(me, pool)) {
                     g.leave_idle(me);
                     break;
                 }
@@ -218,7 +232,9 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
             // Lent to a lagging lane pool of the pod: help there, then come
             // back; unless work arrived at home meanwhile, which comes first.
             let h = g.workers[me].lane;
-            if !g.work_for(h) {
+            // A guest holds a unit of the budget there; without one, the
+            // lane pool it was lent to waits for one.
+            if !g.work_for(h) && g.budget_take(me, to) {
                 g.lanes[h].nr_lent += 1;
                 pool.update_lendable(&g);
                 drop(g);
@@ -237,6 +253,11 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
             continue;
         }
         // The manager rule: keep one idle worker in reserve.
+        if pool.managed && !g.budget_take(me, pool) {
+            // Woken, but another worker took the last unit: this pool is
+            // queued for one; wait on the idle stack.
+            continue;
+        }
         if !g.may_start_working() && !g.manager_active {
             g = pool.create_worker(g, h);
         }
@@ -247,6 +268,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         pool.update_lendable(&g);
         watchdog::busy_enter();
         exit.busy = true;
+        let mut items = 0u32;
         loop {
             let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
                 it
@@ -270,6 +292,11 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 let probe = SwitchProbe::open_current();
                 g = pool.lock();
                 g.workers[me].probe = probe;
+            }
+            items += 1;
+            if budget::on() && g.budget_yield(me, items, pool) {
+                yielded = true;
+                break;
             }
         }
         g.workers[me].last_start = None;
@@ -345,6 +372,9 @@ impl Pool {
             WState::Starting => g.nr_starting -= 1,
             _ => {}
         }
+        // A unit of the CPU budget goes back; the watchdog kicks waiters.
+        g.budget_lend(me);
+        g.workers[me].budget_lent = false;
         if busy {
             if self.managed && g.workers[me].blocked == 0 {
                 g.lanes[h].nr_running -= 1;
