@@ -130,15 +130,15 @@ static void null_name_and_limits(void)
 static struct delayed_work self_dw;
 static atomic_t self_runs;
 static int use_sync;
-static int cancel_result = -1;
+static atomic_t cancel_result = ATOMIC_INIT(-1);
 static struct completion self_second;
 
 static void self_fn(struct work_struct *w)
 {
 	if (atomic_inc_return(&self_runs) == 1) {
 		CHECK(queue_delayed_work(system_wq, &self_dw, 1));
-		cancel_result = use_sync ? cancel_delayed_work_sync(&self_dw)
-					 : cancel_delayed_work(&self_dw);
+		atomic_set(&cancel_result, use_sync ? cancel_delayed_work_sync(&self_dw)
+						   : cancel_delayed_work(&self_dw));
 	} else {
 		complete(&self_second);
 	}
@@ -157,7 +157,7 @@ static void cancel_sync_from_own_callback(void)
 	/* The re-armed cycle runs: the second run signals. */
 	CHECK(wait_for_completion_timeout(&self_second, 30000));
 	err = capture_end();
-	CHECK_EQ(cancel_result, 0);
+	CHECK_EQ(atomic_read(&cancel_result), 0);
 	CHECK_EQ(count(err, "waits for itself from its own callback"), 1);
 	free(err);
 	CHECK(!cancel_delayed_work_sync(&self_dw));
@@ -166,13 +166,13 @@ static void cancel_sync_from_own_callback(void)
 
 	use_sync = 0;
 	atomic_set(&self_runs, 0);
-	cancel_result = -1;
+	atomic_set(&cancel_result, -1);
 	INIT_DELAYED_WORK(&self_dw, self_fn);
 	CHECK(queue_delayed_work(system_wq, &self_dw, 0));
-	while (atomic_read(&self_runs) == 0 || cancel_result < 0)
+	while (atomic_read(&self_runs) == 0 || atomic_read(&cancel_result) < 0)
 		usleep(1000);
 	flush_delayed_work(&self_dw);
-	CHECK_EQ(cancel_result, 1);
+	CHECK_EQ(atomic_read(&cancel_result), 1);
 	CHECK_EQ(atomic_read(&self_runs), 1);
 	PASS("cancel_delayed_work from its own callback drops the armed cycle");
 }
