@@ -464,3 +464,182 @@ fn cgroup_cpuset_taken_and_given_back() {
     drop(set);
     println!("cpuset test ran");
 }
+
+// ---- unbound pods follow the usable CPUs (`wq_update_pod`) ----
+
+/// The pools workqueue `name` routes to now (each usable-at-start CPU's
+/// and its default pool): (CPU, pool's `cpus`, pool's `pod_cpus`), CPU
+/// `None` for the default pool.
+type Routes = Vec<(Option<usize>, Vec<usize>, Vec<usize>)>;
+
+fn routes_of(name: &str, cpus: &[usize]) -> Routes {
+    let snap = cmwq::snapshot();
+    let wq = snap
+        .workqueues
+        .iter()
+        .find(|w| w.name == name)
+        .unwrap_or_else(|| panic!("workqueue {name} in the snapshot"));
+    let pool = |id: u32| {
+        let p = snap.pools.iter().find(|p| p.id == id).expect("its pool");
+        (p.cpus.clone(), p.pod_cpus.clone())
+    };
+    let mut v: Routes = Vec::new();
+    for &c in cpus {
+        if let Some(Some(id)) = wq.cpu_pool.get(c) {
+            let (a, b) = pool(*id);
+            v.push((Some(c), a, b));
+        }
+    }
+    if let Some(id) = wq.dfl_pool {
+        let (a, b) = pool(id);
+        v.push((None, a, b));
+    }
+    v
+}
+
+/// No pool the queue routes to holds `cpu`.
+fn routes_avoid(r: &Routes, cpu: usize) -> bool {
+    !r.is_empty()
+        && r.iter()
+            .all(|(_, cpus, pod)| !cpus.contains(&cpu) && !pod.contains(&cpu))
+}
+
+/// The pool that CPU `cpu` routes to.
+fn route_of(r: &Routes, cpu: usize) -> Option<(&[usize], &[usize])> {
+    r.iter()
+        .find(|(c, _, _)| *c == Some(cpu))
+        .map(|(_, a, b)| (a.as_slice(), b.as_slice()))
+}
+
+#[test]
+fn unbound_pods_follow_the_usable_cpus() {
+    use cmwq::topology::Scope;
+    const NAME: &str = "unbound_pods_follow_the_usable_cpus";
+    let Some(start) = child_with_two_cpus(NAME) else {
+        return;
+    };
+    let (stay, leave) = (start[0], start[1]);
+    let ticker = Workqueue::builder("hp-pods-tick")
+        .unbound()
+        .build()
+        .unwrap();
+    for scope in [None, Some(Scope::Cpu)] {
+        let name = format!("hp-pods-{scope:?}");
+        let mut b = Workqueue::builder(&name).unbound();
+        if let Some(s) = scope {
+            b = b.affinity_scope(s);
+        }
+        let wq = Arc::new(b.build().unwrap());
+        let oname = format!("hp-pods-ordered-{scope:?}");
+        let ordered = Arc::new(
+            Workqueue::builder(&oname)
+                .unbound()
+                .ordered()
+                .build()
+                .unwrap(),
+        );
+        let before = routes_of(&name, &start);
+        let (_, pod) = route_of(&before, leave).expect("CPU routes to a pod");
+        assert!(
+            pod.contains(&leave),
+            "{name}: pod of CPU {leave}: {before:?}"
+        );
+
+        // A producer queues on every CPU throughout, plus a sequence on the
+        // ordered queue, until told to stop.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let next = Arc::new(AtomicUsize::new(0));
+        let out_of_order = Arc::new(AtomicUsize::new(0));
+        let producer = {
+            let (stop, ran, next, ooo) = (
+                stop.clone(),
+                ran.clone(),
+                next.clone(),
+                out_of_order.clone(),
+            );
+            let (wq, ordered, start) = (wq.clone(), ordered.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut queued = 0usize;
+                let mut seq = 0usize;
+                while !stop.load(Ordering::SeqCst) {
+                    for &c in &start {
+                        let r = ran.clone();
+                        assert_eq!(
+                            wq.execute_on(c, move || {
+                                r.fetch_add(1, Ordering::SeqCst);
+                            }),
+                            Ok(true)
+                        );
+                        queued += 1;
+                    }
+                    let (n, o, me) = (next.clone(), ooo.clone(), seq);
+                    assert!(ordered.execute(move || {
+                        if n.fetch_add(1, Ordering::SeqCst) != me {
+                            o.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }));
+                    seq += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                (queued, seq)
+            })
+        };
+
+        taskset_all(&[stay]);
+        within_ticks(
+            &format!("{name}: the pods leave CPU {leave}"),
+            &ticker,
+            || {
+                routes_avoid(&routes_of(&name, &start), leave)
+                    && routes_avoid(&routes_of(&oname, &start), leave)
+            },
+        );
+        let during = routes_of(&name, &start);
+        if scope == Some(Scope::Cpu) {
+            // The pod of the CPU taken has no usable CPU: its CPU goes to
+            // the default pool (which holds only the CPU left).
+            let (cpus, _) = route_of(&during, leave).expect("CPU taken still routes");
+            assert_eq!(cpus, [stay], "{name}: {during:?}");
+            let dfl = during.iter().find(|r| r.0.is_none()).expect("default pool");
+            assert_eq!(dfl.1, [stay], "{name}: {during:?}");
+        }
+
+        taskset_all(&start);
+        within_ticks(
+            &format!("{name}: the pods take CPU {leave} back"),
+            &ticker,
+            || {
+                let r = routes_of(&name, &start);
+                let o = routes_of(&oname, &start);
+                route_of(&r, leave).is_some_and(|(_, pod)| pod.contains(&leave))
+                    && o.iter().all(|(_, cpus, _)| cpus.contains(&leave))
+            },
+        );
+        if scope == Some(Scope::Cpu) {
+            let r = routes_of(&name, &start);
+            assert_eq!(route_of(&r, leave).unwrap().1, [leave], "{name}: {r:?}");
+        }
+
+        stop.store(true, Ordering::SeqCst);
+        let (queued, seq) = producer.join().unwrap();
+        wq.flush();
+        ordered.flush();
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            queued,
+            "{name}: every item ran once"
+        );
+        assert_eq!(
+            next.load(Ordering::SeqCst),
+            seq,
+            "{name}: every ordered item ran once"
+        );
+        assert_eq!(
+            out_of_order.load(Ordering::SeqCst),
+            0,
+            "{name}: ordered stays ordered"
+        );
+        assert!(queued > 0 && seq > 0);
+    }
+}

@@ -27,7 +27,8 @@
 //!   this look only covers items queued before their worker fell asleep.
 //! - **CPU hotplug** (`pool/hotplug.rs`): the CPUs the process may use are
 //!   re-read (its affinity every tick, its cpuset every tenth); a bound pool
-//!   whose CPU left is disassociated, and rebound when the CPU comes back.
+//!   whose CPU left is disassociated, and rebound when the CPU comes back;
+//!   the unbound queues' pods are recomputed on a short-lived thread.
 //! - **Forward progress**: a pool with waiting work, nothing running it and no
 //!   idle worker retries creating a worker each tick; after
 //!   [`MAYDAY_INITIAL_TIMEOUT`] of that it sends mayday to the `MEM_RECLAIM`

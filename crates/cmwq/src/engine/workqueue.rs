@@ -75,6 +75,11 @@ struct Pwqs {
     all: Vec<PwqRef>,
     /// I: topology CPU ids that route work (the online CPUs of the cpumask or machine).
     route_cpus: Vec<usize>,
+    /// I: the CPUs of the cpumask that were usable when the generation was
+    /// built (topology ids; empty: none was, every CPU went to the default
+    /// pwq). A change of the usable CPUs that leaves this as it is leaves
+    /// the generation in place.
+    live: Vec<usize>,
     /// I: per real CPU: this workqueue's pwq in the lane pool of that CPU and
     /// its NUMA node, when the CPU is a lane of one pod, or of pods sharing
     /// the lane pools and the node (`Some(None)`: of several otherwise).
@@ -88,6 +93,7 @@ impl Pwqs {
             dfl: None,
             all: Vec::new(),
             route_cpus: Vec::new(),
+            live: Vec::new(),
             lane: Vec::new(),
         }
     }
@@ -1197,9 +1203,51 @@ const TASK_COMM_LEN: usize = 16;
 static NEXT_WQ_ID: AtomicU64 = AtomicU64::new(1);
 
 impl WqInner {
+    /// The real CPU a topology CPU of this queue runs on (a custom topology
+    /// is folded onto the CPUs usable at start).
+    fn to_real(&self, c: usize) -> usize {
+        if !self.ctx.custom {
+            return c;
+        }
+        let real = system_topology().online();
+        real[c % real.len()]
+    }
+
+    /// The topology pods are cut from: a custom one as given; the machine's
+    /// with every online CPU, so a CPU given back has its pod.
+    fn cut_topology(&self) -> &Topology {
+        static MACHINE: OnceLock<Topology> = OnceLock::new();
+        if self.ctx.custom {
+            &self.ctx.topo
+        } else {
+            MACHINE.get_or_init(|| system_topology().unrestricted())
+        }
+    }
+
+    /// The CPUs of `attrs`' cpumask that pods are cut from (online, of the
+    /// cut topology) and, of those, the ones usable now (`wq_update_pod`'s
+    /// rule): `usable` are real CPU ids. An empty second list: no CPU of the
+    /// mask is usable, so every CPU goes to the default pwq.
+    fn pod_masks(&self, attrs: &WqAttrs, usable: &[usize]) -> (Vec<usize>, Vec<usize>) {
+        let cut: Vec<usize> = self
+            .cut_topology()
+            .online()
+            .iter()
+            .copied()
+            .filter(|c| attrs.cpumask.contains(c))
+            .collect();
+        let live = cut
+            .iter()
+            .copied()
+            .filter(|&c| usable.contains(&self.to_real(c)))
+            .collect();
+        (cut, live)
+    }
+
     /// Builds a generation of pwqs for `attrs` (`apply_wqattrs_prepare`): pools
     /// per pod of the scope (unbound) or per CPU (bound), each pwq attached with
-    /// flush colour `color`. On error nothing stays attached.
+    /// flush colour `color`. Unbound pods hold the CPUs usable now.
+    /// On error nothing stays attached.
     fn build_table(
         self: &Arc<Self>,
         attrs: &WqAttrs,
@@ -1209,10 +1257,10 @@ impl WqInner {
     ) -> Result<Pwqs, Error> {
         let ctx = &self.ctx;
         let topo = &ctx.topo;
-        let real: Vec<usize> = system_topology().online().to_vec();
-        let to_real = |c: usize| if ctx.custom { real[c % real.len()] } else { c };
-        let online = topo.online().to_vec();
-        let mask: Vec<usize> = online
+        let real: Vec<usize> = system_topology().machine_online().to_vec();
+        let to_real = |c: usize| self.to_real(c);
+        let mask: Vec<usize> = topo
+            .online()
             .iter()
             .copied()
             .filter(|c| attrs.cpumask.contains(c))
@@ -1222,6 +1270,14 @@ impl WqInner {
                 requested: attrs.cpumask.clone(),
             });
         }
+        // Unbound: pods hold only the CPUs usable now; with none usable the
+        // default pwq takes the whole mask (the kernel's fallback).
+        let (cut_mask, live) = self.pod_masks(attrs, &pool::usable_cpus());
+        let route = if live.is_empty() || !self.unbound {
+            mask.clone()
+        } else {
+            live.clone()
+        };
         let nr_nodes = self.nodes.len();
         let mut tab = Pwqs {
             cpu: vec![
@@ -1231,7 +1287,8 @@ impl WqInner {
             ],
             dfl: None,
             all: Vec::new(),
-            route_cpus: mask.clone(),
+            route_cpus: route.clone(),
+            live: live.clone(),
             lane: vec![None; real.iter().max().map_or(0, |m| m + 1)],
         };
         let max_active = attrs.max_active;
@@ -1250,10 +1307,10 @@ impl WqInner {
                 return Ok(());
             }
             let managed = ctx.concurrency == UnboundConcurrency::PerCpu;
-            let mut real_mask: Vec<usize> = mask.iter().map(|&c| to_real(c)).collect();
+            let mut real_mask: Vec<usize> = route.iter().map(|&c| to_real(c)).collect();
             real_mask.sort_unstable();
             real_mask.dedup();
-            let dfl_node = topo.cpu_node(mask[0]).min(nr_nodes - 1);
+            let dfl_node = topo.cpu_node(route[0]).min(nr_nodes - 1);
             let dfl_pool = pool::unbound_pool(PoolAttrs {
                 cpu: None,
                 prio,
@@ -1273,10 +1330,21 @@ impl WqInner {
             if self.ordered {
                 return Ok(());
             }
-            let pods = topo.pods(attrs.affinity_scope, attrs.cache_shard_size);
+            let pods = self
+                .cut_topology()
+                .pods(attrs.affinity_scope, attrs.cache_shard_size);
             for pod in &pods.pods {
-                let cpus: Vec<usize> = pod.iter().copied().filter(|c| mask.contains(c)).collect();
+                let all: Vec<usize> = pod
+                    .iter()
+                    .copied()
+                    .filter(|c| cut_mask.contains(c))
+                    .collect();
+                let cpus: Vec<usize> = all.iter().copied().filter(|c| live.contains(c)).collect();
                 if cpus.is_empty() {
+                    // No CPU of the pod is usable: its CPUs go to the default pwq.
+                    for &c in &all {
+                        tab.cpu[c] = Some(dfl);
+                    }
                     continue;
                 }
                 let mut pod_real: Vec<usize> = cpus.iter().map(|&c| to_real(c)).collect();
@@ -1302,7 +1370,8 @@ impl WqInner {
                         id: pool.attach(self.clone(), max_active, node, color, false)?,
                     };
                     tab.all.push(r);
-                    for &c in &cpus {
+                    // The pod's CPUs that are not usable go to what is left of it.
+                    for &c in &all {
                         tab.cpu[c] = Some(r);
                     }
                     continue;
@@ -1324,7 +1393,7 @@ impl WqInner {
                     tab.all.push(r);
                     refs.push(r);
                 }
-                for &c in &cpus {
+                for &c in &all {
                     let i = pod_real.binary_search(&to_real(c)).unwrap_or(0);
                     tab.cpu[c] = Some(refs[i]);
                 }
@@ -1425,6 +1494,26 @@ impl WqInner {
     /// old pwqs keep and finish what they hold, then die. An ordered queue's new
     /// pwq stays plugged until every older one has drained.
     fn apply(self: &Arc<Self>, change: impl FnOnce(&mut WqAttrs)) -> Result<(), Error> {
+        self.apply_with(change, false)
+    }
+
+    /// `wq_update_pod`: the usable CPUs changed; if that changes which CPUs
+    /// of the cpumask the pods hold, the same attrs are applied again, cut
+    /// from the CPUs usable now (in-flight items finish where they are).
+    pub(crate) fn update_pods(self: &Arc<Self>) -> Result<(), Error> {
+        if !self.unbound {
+            return Ok(());
+        }
+        self.apply_with(|_| {}, true)
+    }
+
+    /// [`apply`](Self::apply); `repod`: rebuild with unchanged attrs when
+    /// the usable CPUs of the mask differ from those of the current table.
+    fn apply_with(
+        self: &Arc<Self>,
+        change: impl FnOnce(&mut WqAttrs),
+        repod: bool,
+    ) -> Result<(), Error> {
         if !self.unbound {
             return Err(Error::NotUnbound {
                 name: self.name.clone(),
@@ -1437,7 +1526,9 @@ impl WqInner {
         if !(-20..=19).contains(&new.nice) {
             return Err(Error::InvalidNice(new.nice));
         }
-        if new == *cur {
+        if new == *cur
+            && !(repod && self.pod_masks(&cur, &pool::usable_cpus()).1 != self.pwqs().live)
+        {
             return Ok(());
         }
         let (old_prio, old_note) = self.prio.lock().clone();
@@ -2398,6 +2489,24 @@ pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
         cache_shard_size: size,
         nodes,
         scopes,
+    }
+}
+
+/// The usable CPUs changed (`pool/hotplug.rs`): every live unbound
+/// workqueue's pods are cut again from the CPUs usable now. Runs on a
+/// thread of its own, with no lock held; each queue takes its own locks in
+/// turn, as a `set_cpumask` would. A queue that could not follow (no thread
+/// or pool for a new pod) keeps its pods and says so on stderr.
+pub(crate) fn update_all_pods() {
+    for wq in registered().into_iter().filter_map(borrow_of) {
+        if let Err(e) = wq.inner.update_pods() {
+            eprintln!(
+                "cmwq: the pods of workqueue {:?} could not follow the usable CPUs {}: {e}; \
+                 it keeps its pods until the CPUs change again",
+                wq.inner.name,
+                crate::topology::format_cpulist(&pool::usable_cpus())
+            );
+        }
     }
 }
 

@@ -488,6 +488,15 @@ impl Topology {
         Ok(t)
     }
 
+    /// The same machine with every online CPU covered again, undoing
+    /// [`Topology::restrict_to`]: the pods a change of the usable CPUs is
+    /// cut from (a CPU given back that was not usable at start has its pod).
+    pub(crate) fn unrestricted(&self) -> Topology {
+        let mut t = self.clone();
+        t.online = t.machine_online.clone();
+        t
+    }
+
     /// [`Topology::restrict_to`] the CPUs this process may run on
     /// (`sched_getaffinity`).  Errors name the syscall and the OS error.
     pub fn restrict_to_affinity(&self) -> Result<Topology, TopologyError> {

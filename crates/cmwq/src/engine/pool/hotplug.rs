@@ -34,9 +34,24 @@
 //! process started inside a small cpuset that is later widened finds its
 //! pools there; one made for a CPU that is not usable starts disassociated.
 //!
-//! Unbound pods are not recomputed: they stay cut from the CPUs that were
-//! usable when the process started (their workers are pinned again to their
-//! CPU where it is usable, and run on any usable CPU where it is not).
+//! Unbound pods are recomputed (`wq_update_pod`): after the pools, every
+//! live unbound workqueue whose cpumask's usable CPUs changed applies its
+//! attrs again, cut from the CPUs usable now (`WqInner::update_pods`): a pod
+//! keeps only its usable CPUs, a pod with none sends its CPUs to the
+//! queue's default pwq, and with no usable CPU in the mask at all the
+//! default pwq takes the whole mask. It is the live attrs change's
+//! machinery: new items go to the new pwqs at once, the old pwqs finish what
+//! they hold and die, an ordered queue's new pwq waits for the old ones.
+//! That runs on a short-lived thread (`cmwq-pods`), not on the watchdog: a
+//! re-apply takes `WQ attrs` (a lock a user's `set_cpumask` may hold for a
+//! while) and may create pools and start their first workers, once per
+//! queue, and the watchdog must keep driving concurrency management and
+//! rescuers meanwhile, for the old pools and the new. One such thread at a
+//! time; a change seen while it runs makes it go round once more, and if it
+//! cannot start (the thread limit) the next tick tries again. Unbound
+//! workers whose lane CPU is not usable (a queue whose whole mask left, or
+//! a retired pwq's) run on any usable CPU, and are pinned back to their CPU
+//! where it is usable.
 //!
 //! Locking: `R usable` (the usable set) is taken before a pool lock by
 //! [`apply`] and after `R bound` by [`super::bound_pool`], so a pool made
@@ -68,6 +83,17 @@ static USABLE_NOW: Mutex<Option<Vec<usize>>> = Mutex::new(None);
 static RECHECK: AtomicBool = AtomicBool::new(false);
 /// A: times the usable set was found changed (`Relaxed`: a counter).
 static CHANGES: AtomicU64 = AtomicU64::new(0);
+/// A: changes the unbound pods must follow; the pods thread has followed
+/// all of them when it reads the same value before and after a round.
+/// `SeqCst`: pairs with `PODS_RUNNING` (the watchdog bumps this, then
+/// claims the thread; the thread drops its claim, then reads this).
+static PODS_WANTED: AtomicU64 = AtomicU64::new(0);
+/// A: the pods thread is running (or being started). `SeqCst`: see
+/// `PODS_WANTED`.
+static PODS_RUNNING: AtomicBool = AtomicBool::new(false);
+/// A: the pods thread could not start; the next tick tries again.
+/// `Relaxed`: a hint read on the watchdog thread that sets it.
+static PODS_RETRY: AtomicBool = AtomicBool::new(false);
 
 /// The CPUs the process may use now, as last read (takes only a leaf lock:
 /// callable under a pool lock).
@@ -139,6 +165,10 @@ pub(crate) fn check(n: u64) {
     }
     let mut u = USABLE.lock();
     if usable_locked(&mut u) == now {
+        drop(u);
+        if PODS_RETRY.swap(false, Ordering::Relaxed) {
+            start_pods_thread();
+        }
         return;
     }
     CHANGES.fetch_add(1, Ordering::Relaxed);
@@ -147,6 +177,39 @@ pub(crate) fn check(n: u64) {
     *USABLE_NOW.lock() = Some(now.clone());
     apply(&now);
     drop(u);
+    // After `R usable` is dropped (a re-apply takes `WQ attrs`, which comes
+    // before it) and after `USABLE_NOW` holds the new set, which the
+    // re-apply reads.
+    PODS_WANTED.fetch_add(1, Ordering::SeqCst);
+    start_pods_thread();
+}
+
+/// Starts the thread that recomputes the unbound pods, unless it runs (it
+/// then sees `PODS_WANTED` moved and goes round again).
+fn start_pods_thread() {
+    if PODS_RUNNING.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    if super::super::threads::start("cmwq-pods".into(), pods_thread).is_err() {
+        PODS_RUNNING.store(false, Ordering::SeqCst);
+        PODS_RETRY.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Re-applies every unbound workqueue's attrs until no change came in
+/// during a round; then exits.
+fn pods_thread() {
+    loop {
+        let seen = PODS_WANTED.load(Ordering::SeqCst);
+        super::super::workqueue::update_all_pods();
+        PODS_RUNNING.store(false, Ordering::SeqCst);
+        // A change counted after `seen` whose starter found us still
+        // running: take the claim back and go round again (unless a new
+        // thread took it).
+        if PODS_WANTED.load(Ordering::SeqCst) == seen || PODS_RUNNING.swap(true, Ordering::SeqCst) {
+            return;
+        }
+    }
 }
 
 /// R cpuset: the cpuset as last read, intersected on the ticks between reads.
@@ -254,12 +317,20 @@ impl Pool {
     }
 
     /// Where worker threads of this pool belong now: its CPU (bound and
-    /// associated), any usable CPU (disassociated), or lane CPU `lane_cpu`.
+    /// associated), any usable CPU (disassociated), or lane CPU `lane_cpu`
+    /// (any usable CPU while that one is not usable).
     pub(super) fn pin_target(&self, g: &PoolInner, lane_cpu: usize) -> Vec<usize> {
         match self.attrs.cpu {
             Some(_) if g.disassociated => usable(),
             Some(cpu) => vec![cpu],
-            None => vec![lane_cpu],
+            None => {
+                let u = usable();
+                if u.contains(&lane_cpu) {
+                    vec![lane_cpu]
+                } else {
+                    u
+                }
+            }
         }
     }
 
@@ -313,12 +384,15 @@ impl Pool {
         g.kick(0)
     }
 
-    /// Unbound pools: each worker back on its lane's CPU where that is usable.
+    /// Unbound pools: each worker back on its lane's CPU where that is
+    /// usable, on any usable CPU where it is not.
     fn repin_unbound(&self, g: &PoolInner, usable: &[usize]) {
         for (tid, lane) in Self::worker_tids(g) {
             let cpu = g.lanes[lane].cpu;
             if usable.contains(&cpu) {
                 Self::pin(tid, &[cpu]);
+            } else {
+                Self::pin(tid, usable);
             }
         }
     }
