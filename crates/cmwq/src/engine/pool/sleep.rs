@@ -126,7 +126,8 @@ impl PoolInner {
             return None;
         }
         let wake = self.wake_for(h, false);
-        if wake.is_some() {
+        if wake.is_some() || self.nr_starting > 0 {
+            // Woken, or a worker on its way up takes the item.
             self.pwqs[slot].stats.cm_wakeup += 1;
         }
         wake
@@ -277,6 +278,9 @@ impl Pool {
         if let Some(t) = g.kick(h) {
             g.pwqs[slot].stats.cm_wakeup += 1;
             wake.push(t);
+        } else if g.nr_starting > 0 {
+            // A worker on its way up takes the item.
+            g.pwqs[slot].stats.cm_wakeup += 1;
         } else if g.starving(g.cap) && !g.manager_active {
             g = self.create_worker(g, h);
         }

@@ -248,7 +248,8 @@ impl BlockingGuard {
         }
         let h = g.workers[me].lane;
         let wake = g.kick(h);
-        if wake.is_some() {
+        if wake.is_some() || g.nr_starting > 0 {
+            // Woken, or a worker on its way up takes the pool's next item.
             let slot = g.workers[me].current_pwq;
             g.pwqs[slot as usize].stats.cm_wakeup += 1;
         } else if g.starving(g.cap) && !g.manager_active {
