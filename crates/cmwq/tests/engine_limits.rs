@@ -786,19 +786,20 @@ fn workers_get_the_documented_default_stack() {
     );
 }
 
-/// The child of the stack test, run with `CMWQ_WORKER_STACK=64M`: a job's
+/// The child of the stack test, run with `CMWQ_WORKER_STACK=256M`: a job's
 /// value is moved a few times on the worker's stack (about three copies in
-/// a release build, more in a debug one), so 6 MiB needs well over 16 MiB.
+/// a release build, a dozen in a debug one, where 64M overflowed the thread
+/// that takes the result), so 6 MiB needs well over 16 MiB.
 #[test]
 fn stack_child() {
     if std::env::var_os("CMWQ_TEST_STACK").is_none() {
         return;
     }
     let wq = Workqueue::builder("stack_big").unbound().build().unwrap();
-    assert!(wq.spawn(my_stack_size).join().unwrap() >= 64 << 20);
+    assert!(wq.spawn(my_stack_size).join().unwrap() >= 256 << 20);
     // The result comes back by value too: taken on a thread with room for it.
     let (first, last) = std::thread::Builder::new()
-        .stack_size(64 << 20)
+        .stack_size(256 << 20)
         .spawn(move || {
             let a = wq.spawn(big_value).join().unwrap();
             (a[0], a[BIG - 1])
@@ -814,7 +815,7 @@ fn stack_child() {
 fn a_job_returning_6_mib_by_value_completes_with_a_larger_cmwq_worker_stack() {
     child_ok(
         "stack_child",
-        &[("CMWQ_TEST_STACK", "1"), ("CMWQ_WORKER_STACK", "64M")],
+        &[("CMWQ_TEST_STACK", "1"), ("CMWQ_WORKER_STACK", "256M")],
         "STACK-OK",
     );
 }
