@@ -1,5 +1,5 @@
 //! The executors of the mix: cmwq three ways, and the closure peers of
-//! `cmwq bench` (built by the same constructors, [`crate::bench::peers`]).
+//! `cmwq bench` (built by the same constructors, [`mod@crate::bench::peers`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
