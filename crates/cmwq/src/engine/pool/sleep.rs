@@ -107,6 +107,11 @@ impl PoolInner {
     /// item queued or started behind a busy worker, so it reads memory only.
     #[inline(never)]
     pub(super) fn wake_past_sleeper(&mut self, h: usize, cap: usize) -> Option<Wake> {
+        if self.lanes[h].nr_running == 0 {
+            // Not free for a worker on its way or lent, not for one that
+            // runs: no runner to look at (and no scan for one).
+            return None;
+        }
         let mut r = self.lanes[h].runner;
         if !self.workers.get(r).is_some_and(|w| w.counted_on(h)) {
             // The runner left (another worker of the lane went on counting
