@@ -220,22 +220,9 @@ fn run_counted(
 /// Runs test `name` of this binary in a child process with `CMWQ_HP_CHILD`
 /// set; the child prints `skipped:` where it lacks what it needs.
 fn in_child(name: &str) {
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new(exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env("CMWQ_HP_CHILD", name)
-        .output()
-        .expect("re-run the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{text}");
-    assert!(out.status.success(), "child {name} failed: {text}");
-    assert!(
-        text.contains("1 passed"),
-        "child {name} ran its test: {text}"
+    eprintln!(
+        "{}",
+        common::run_child(name, &[("CMWQ_HP_CHILD", name)], &[])
     );
 }
 

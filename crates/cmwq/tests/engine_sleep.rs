@@ -55,18 +55,7 @@ fn also_under_the_other_detectors(name: &str) {
         return;
     }
     for mode in ["proc", "switch"] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD, mode)
-            .env("CMWQ_BLOCK_DETECT", mode)
-            .output()
-            .expect("re-run the test binary");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && text.contains("1 passed"),
-            "{name} under CMWQ_BLOCK_DETECT={mode}:\n{text}"
-        );
+        common::run_child(name, &[(CHILD, mode), ("CMWQ_BLOCK_DETECT", mode)], &[]);
     }
 }
 

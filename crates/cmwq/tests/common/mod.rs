@@ -168,15 +168,18 @@ pub fn in_own_process(name: &str, env: &str) -> bool {
     if std::env::var_os(env).is_some() {
         return true;
     }
+    println!("{}", run_child(name, &[(env, "1")], &["--include-ignored"]));
+    false
+}
+
+/// Runs test `name` of this test binary in a child process with the
+/// variables `envs` set (and `extra` arguments), asserts that it passed,
+/// and returns what it printed.
+pub fn run_child(name: &str, envs: &[(&str, &str)], extra: &[&str]) -> String {
     let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            name,
-            "--exact",
-            "--test-threads=1",
-            "--nocapture",
-            "--include-ignored",
-        ])
-        .env(env, "1")
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .args(extra)
+        .envs(envs.iter().copied())
         .output()
         .expect("re-run the test binary");
     let text = format!(
@@ -184,11 +187,10 @@ pub fn in_own_process(name: &str, env: &str) -> bool {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    println!("{text}");
-    assert!(out.status.success(), "{name} failed in its own process");
+    assert!(out.status.success(), "child {name} failed: {text}");
     assert!(
         text.contains("1 passed"),
-        "{name} did not run in its own process"
+        "child {name} did not run its test: {text}"
     );
-    false
+    text
 }
