@@ -86,7 +86,7 @@ fn store(w: &CWq, attr: &str, value: &str) -> Result<(), String> {
         return Err("read-only attribute".into());
     }
     // One parser for a sysfs-form value, shared with `cmwq set`.
-    cmwq::control::store_attr(&w.wq, attr, value)
+    cmwq::control::store_attr(&w.wq, attr, value).map_err(|e| e.to_string())
 }
 
 fn show(w: &CWq, attr: &str) -> String {

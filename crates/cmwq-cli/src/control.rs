@@ -355,6 +355,7 @@ pub fn render_dump(s: &Snapshot) -> String {
             pod_cpus,
             pod_node,
             cpu_pod,
+            ..
         } = sc;
         scope_block(
             &mut out,

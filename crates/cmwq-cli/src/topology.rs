@@ -94,7 +94,8 @@ pub fn render(a: &TopologyArgs) -> Result<String, String> {
     }
     let size = a.cache_shard_size;
     let scopes: Vec<(Scope, PodType)> = Scope::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .map(|s| (s, topo.pods(s, size)))
         .collect();
     // The quota is this machine's (of this process's cgroup), so it is

@@ -1,4 +1,6 @@
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly) marks the items a feature gates.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! cmwq: the Linux kernel's concurrency-managed workqueue, in user space.
 //!
 //! A [`Work`] is a callback with the kernel's state word: queueing it while it is
@@ -33,8 +35,21 @@
 //! ([`Priority`] and its fallback without `CAP_SYS_NICE`), `percpu_drain`
 //! ([`percpu::PerCpu`] in QPW mode) and `service_dump` ([`control::serve`],
 //! read with `cmwq dump --pid PID`).
+//!
+//! # Stability
+//!
+//! The data types the crate hands out (the [`snapshot`](mod@snapshot) types,
+//! [`WorkqueueStats`], [`PoolCounts`], [`WqAttrs`], [`CpuBudget`], the errors)
+//! and the enums that may grow ([`topology::Scope`], [`Priority`],
+//! [`percpu::Mode`], ...) are `#[non_exhaustive]`: a minor version may add a
+//! field or a variant, so read their fields and match them with a `_` arm,
+//! but do not build them with a struct literal. Items marked `#[doc(hidden)]`
+//! are plumbing for `cmwq-cli`, `cmwq-capi` and the crate's tests, not part
+//! of the API. The README's "Stability" section says what else may change
+//! before 1.0.
 
 #[cfg(feature = "control")]
+#[cfg_attr(docsrs, doc(cfg(feature = "control")))]
 pub mod control;
 mod engine;
 mod error;
@@ -84,6 +99,7 @@ pub use engine::{
     system_long, system_unbound, watchdog_looks, watchdog_thresh, watchdog_ticks, workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
+#[cfg_attr(docsrs, doc(cfg(feature = "failure-injection")))]
 pub use engine::{debug_fail_worker_creation, debug_kill_next_worker, debug_use_topology};
 pub use error::Error;
 pub use params::check_env;

@@ -29,6 +29,7 @@ use crate::sync::Mutex;
 /// The priority of a workqueue's workers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub enum Priority {
     /// Nice 0 (or the unbound attribute `nice`).
     #[default]
@@ -43,6 +44,7 @@ pub enum Priority {
 /// What [`Priority::High`] means, process-wide.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub enum HighpriPolicy {
     /// Nice −20, as the kernel (default).
     #[default]

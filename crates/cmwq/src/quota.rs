@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 /// A CPU limit found in a cgroup.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CpuQuota {
     /// Run time allowed per period, in microseconds.
     pub quota_us: u64,
@@ -77,6 +78,7 @@ impl fmt::Display for CpuQuota {
 
 /// A cgroup file could not be read or does not say what it should.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QuotaError {
     /// The file.
     pub path: PathBuf,
@@ -338,6 +340,7 @@ pub fn read_cpu_quota(root: &Path) -> Result<Option<CpuQuota>, QuotaError> {
 
 /// `CMWQ_CPU_QUOTA`: how many workers may run at once process-wide.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum QuotaMode {
     /// ceil(the cgroup quota), re-read once a second; no budget without a
     /// quota (the default).

@@ -22,6 +22,7 @@ pub const SNAPSHOT_VERSION: u32 = 1;
 /// The whole picture.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Snapshot {
     /// [`SNAPSHOT_VERSION`] of the process that took it.
     pub version: u32,
@@ -55,6 +56,7 @@ pub struct Snapshot {
 #[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(default))]
+#[non_exhaustive]
 pub struct CpuBudgetSnap {
     /// `CMWQ_CPU_QUOTA`: `auto`, `off` or a number.
     pub mode: String,
@@ -117,6 +119,7 @@ impl From<crate::CpuBudget> for CpuBudgetSnap {
 /// The "Affinity Scopes" section.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct TopologySnap {
     /// One line saying what the machine is.
     pub summary: String,
@@ -145,6 +148,7 @@ pub struct TopologySnap {
 /// A NUMA node.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct NodeSnap {
     /// The node id (ids may have gaps).
     pub id: usize,
@@ -155,6 +159,7 @@ pub struct NodeSnap {
 /// The pods of one affinity scope.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct ScopeSnap {
     /// The scope.
     pub scope: Scope,
@@ -169,6 +174,7 @@ pub struct ScopeSnap {
 /// One worker pool (the "Worker Pools" section).
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct PoolSnap {
     /// Pool id.
     pub id: u32,
@@ -236,6 +242,7 @@ pub struct PoolSnap {
 /// One CPU of a pool's pod: its worklist and the locality counters.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct LaneSnap {
     /// The real CPU its workers are pinned to.
     pub cpu: usize,
@@ -260,6 +267,7 @@ pub struct LaneSnap {
 /// One workqueue's part in one pool (the kernel's `pool_workqueue`).
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct PwqSnap {
     /// The pool.
     pub pool: u32,
@@ -281,6 +289,7 @@ pub struct PwqSnap {
 /// One workqueue.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct WorkqueueSnap {
     /// Unique for the process's lifetime (names may repeat).
     pub id: u64,
@@ -319,6 +328,7 @@ pub struct WorkqueueSnap {
 /// A `MEM_RECLAIM` workqueue's rescuer.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct RescuerSnap {
     /// Thread id (0: not started yet).
     pub tid: i32,
@@ -363,7 +373,7 @@ fn family(
 }
 
 /// A label value as the exposition format writes it: `\`, `"` and newlines escaped.
-pub fn escape_label_value(v: &str) -> String {
+fn escape_label_value(v: &str) -> String {
     let mut s = String::with_capacity(v.len());
     for c in v.chars() {
         match c {

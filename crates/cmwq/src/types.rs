@@ -52,6 +52,7 @@ impl std::ops::BitOr for WqFlags {
 /// queues; the kernel's sysfs knobs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct WqAttrs {
     /// Affinity scope of the pods.
     pub affinity_scope: Scope,
@@ -70,6 +71,7 @@ pub struct WqAttrs {
 /// A snapshot of a workqueue's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct WorkqueueStats {
     /// Items put on a list (successful queue cycles, delayed ones once their timer fired).
     pub queued: u64,
@@ -152,6 +154,7 @@ pwq_counters! {
 /// a cap of one running worker per CPU of its pod; a worker that blocks says so
 /// with [`blocking`](crate::blocking) and a spare takes over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum UnboundConcurrency {
     /// At most one running worker per pod CPU (default).
     #[default]
@@ -162,6 +165,7 @@ pub enum UnboundConcurrency {
 
 /// When a queueing thread wakes the worker it picked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum WakeMode {
     /// Pick the worker under the pool lock, unpark it after the lock is released (default).
     #[default]
@@ -173,6 +177,7 @@ pub enum WakeMode {
 /// A picture of one pool's workers and counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct PoolCounts {
     /// Pool id.
     pub pool: u32,

@@ -32,7 +32,7 @@ fn check(pt: &PodType, pods: &[Vec<usize>], nodes: &[i32], what: &str) {
 
 /// Checks every scope (cache_shard at `size`).
 fn check_all(t: &Topology, size: usize, want: [(&[Vec<usize>], &[i32]); 6]) {
-    for (scope, (pods, nodes)) in Scope::ALL.into_iter().zip(want) {
+    for (scope, (pods, nodes)) in Scope::ALL.iter().copied().zip(want) {
         check(&t.pods(scope, size), pods, nodes, scope.name());
     }
 }
@@ -97,7 +97,7 @@ fn masks_and_lists_give_the_same_pods() {
     m.style = Style::MODERN;
     let modern = load(m, "era-modern");
     let old = load(sysfs_gen::old_masks_only(), "era-old");
-    for scope in Scope::ALL {
+    for &scope in Scope::ALL {
         for size in [0, 1, 2, 8] {
             assert_eq!(modern.pods(scope, size), old.pods(scope, size), "{scope}");
         }
@@ -192,7 +192,7 @@ fn trailing_nuls_and_whitespace_are_ignored_and_noted() {
         &[0, 0, 1, 1],
         "cache_shard 1",
     );
-    for scope in Scope::ALL {
+    for &scope in Scope::ALL {
         assert_eq!(t.pods(scope, 1), clean.pods(scope, 1), "{scope}");
     }
 }

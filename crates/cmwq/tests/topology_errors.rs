@@ -160,7 +160,7 @@ fn bad_synthetic_specs_name_the_token() {
 fn bad_scope_names_the_value() {
     let err = "llc".parse::<Scope>().unwrap_err().to_string();
     assert!(err.contains("\"llc\""), "{err}");
-    for s in Scope::ALL {
+    for &s in Scope::ALL {
         assert_eq!(s.name().parse::<Scope>().unwrap(), s);
         assert_eq!(s.to_string(), s.name());
     }
@@ -200,7 +200,7 @@ proptest! {
         fs::write(root.join(FILES[which2]), &b).unwrap();
         match Topology::from_sysfs(&root) {
             Ok(t) => {
-                for sc in Scope::ALL {
+                for &sc in Scope::ALL {
                     for size in [0, 1, 8] {
                         let pt = t.pods(sc, size);
                         let mut all: Vec<usize> = pt.pods.concat();

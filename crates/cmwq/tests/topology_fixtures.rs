@@ -343,7 +343,7 @@ fn this_machine() {
     let t = Topology::detect().expect("reading /sys");
     eprintln!("{}", t.summary());
     assert!(!t.online().is_empty());
-    for scope in Scope::ALL {
+    for &scope in Scope::ALL {
         let pt = t.pods(scope, 8);
         let mut all: Vec<usize> = pt.pods.concat();
         all.sort_unstable();

@@ -119,7 +119,8 @@ fn sixteen_thousand_cpus_and_no_other_file() {
 
     let (shapes, peak) = measured(move || {
         Scope::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .map(|sc| {
                 let pt = t.pods(sc, 8);
                 (pt.pods.len(), pt.pods.iter().map(Vec::len).max().unwrap())
@@ -481,7 +482,8 @@ mod random_trees {
                 Topology::from_sysfs(&r).map(|t| {
                     // Pods of every scope, computed on the same thread.
                     let pods: Vec<_> = Scope::ALL
-                        .into_iter()
+                        .iter()
+                        .copied()
                         .flat_map(|sc| [t.pods(sc, 0), t.pods(sc, 8)])
                         .collect();
                     (t, pods)

@@ -161,7 +161,7 @@ proptest! {
         prop_assert_eq!(t.smt_width(), (s.pu, s.pu));
         prop_assert!(t.notes().is_empty(), "{:?}", t.notes());
 
-        let pods: BTreeMap<Scope, PodType> = Scope::ALL.into_iter().map(|sc| (sc, t.pods(sc, size))).collect();
+        let pods: BTreeMap<Scope, PodType> = Scope::ALL.iter().copied().map(|sc| (sc, t.pods(sc, size))).collect();
         for (sc, pt) in &pods {
             assert_partition(pt, &online, sc.name());
         }
@@ -219,7 +219,7 @@ proptest! {
             }
             Ok(r) => {
                 prop_assert_eq!(r.online(), allowed.as_slice());
-                for sc in Scope::ALL {
+                for &sc in Scope::ALL {
                     let full = t.pods(sc, size);
                     let part = r.pods(sc, size);
                     assert_partition(&part, &allowed, sc.name());

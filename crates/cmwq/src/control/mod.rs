@@ -116,9 +116,11 @@ use crate::sched;
 use crate::snapshot::Snapshot;
 use crate::sync::Mutex;
 use crate::types::WqAttrs;
-pub use proto::{
-    KNOBS, MAX_REQUEST, PARAMS, Request, Response, echo_cpumask, parse_hex_cpumask, store_attr,
-};
+pub use proto::{KNOBS, MAX_REQUEST, PARAMS};
+// Not part of the stable API: the wire types and the sysfs-form knob writer,
+// for cmwq-cli, cmwq-capi and the crate's tests.
+#[doc(hidden)]
+pub use proto::{Request, Response, StoreAttrError, echo_cpumask, store_attr};
 
 /// Connections served at once; more are told the server is busy.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -1168,6 +1170,7 @@ impl Client {
 /// A control socket found in [`socket_dir()`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ProcessEntry {
     /// The process id the socket is named by.
     pub pid: u32,

@@ -39,8 +39,9 @@ use crate::types::WqAttrs;
 /// The longest request line accepted, in bytes (the newline included).
 pub const MAX_REQUEST: usize = 64 * 1024;
 
-/// The knobs `set` accepts.
-pub const KNOBS: [&str; 6] = [
+/// The knobs `set` accepts. A slice, so that a knob added later changes no
+/// type.
+pub const KNOBS: &[&str] = &[
     "affinity_scope",
     "affinity_strict",
     "cpumask",
@@ -51,11 +52,16 @@ pub const KNOBS: [&str; 6] = [
 
 /// The process-wide parameters `set_param` accepts (the kernel's
 /// `/sys/module/workqueue/parameters/` files of the same names).
-pub const PARAMS: [&str; 2] = ["watchdog_thresh", "cpu_intensive_thresh_us"];
+pub const PARAMS: &[&str] = &["watchdog_thresh", "cpu_intensive_thresh_us"];
 
 /// A request.
+///
+/// Not part of the stable API; for cmwq-cli and the crate's tests (a program
+/// talks to the endpoint through [`Client`](super::Client)).
+#[doc(hidden)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Request {
     /// Is anybody there.
     Ping,
@@ -81,7 +87,12 @@ pub enum Request {
 }
 
 /// A reply.
+///
+/// Not part of the stable API; for cmwq-cli and the crate's tests (a program
+/// talks to the endpoint through [`Client`](super::Client)).
+#[doc(hidden)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Response {
     /// The request was carried out.
     pub ok: bool,
@@ -234,71 +245,116 @@ fn set_knob(name: &str, knob: &str, value: &str) -> Result<(WqAttrs, bool), Stri
             ));
         }
     };
-    apply(&wq, knob, value.trim()).map_err(|e| format!("{name}: {knob}={value:?} refused: {e}"))?;
+    store_attr(&wq, knob, value).map_err(|e| format!("{name}: {knob}={value:?} refused: {e}"))?;
     Ok((wq.attrs(), wq.flags().contains(crate::WqFlags::UNBOUND)))
+}
+
+/// Why [`store_attr`] refused a write. `Display` says why and what the knob
+/// takes; the caller names the workqueue, the knob and the value (as `cmwq
+/// set` and the C API's sysfs writes do).
+///
+/// Not part of the stable API; for cmwq-capi and the control endpoint.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreAttrError {
+    /// The knob is not one of [`KNOBS`].
+    UnknownKnob(String),
+    /// The value is not in the form the knob's file takes: what it takes.
+    Malformed(String),
+    /// A `cpumask` (as written) that selects no CPU the workqueue can use.
+    NoUsableCpu(String),
+    /// The workqueue refused the value (out of range, not an unbound queue).
+    Refused(crate::Error),
+}
+
+impl std::fmt::Display for StoreAttrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreAttrError::UnknownKnob(knob) => write!(
+                f,
+                "unknown knob {knob:?}: expected one of {}",
+                KNOBS.join(", ")
+            ),
+            StoreAttrError::Malformed(expected) => f.write_str(expected),
+            StoreAttrError::NoUsableCpu(mask) => {
+                write!(f, "cpumask {mask} has no CPU this workqueue can use")
+            }
+            StoreAttrError::Refused(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for StoreAttrError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreAttrError::Refused(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// Writes the attribute `knob` of `wq` as writing its sysfs file
 /// (`/sys/bus/workqueue/devices/<name>/<knob>`) would: one of [`KNOBS`], the
 /// value in the file's form (`affinity_scope` takes a scope name or
-/// `default`, `cpumask` hex words). The error says why a value is refused.
-/// The C API's sysfs writes and the control endpoint's `set` both end here.
-pub fn store_attr(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
-    apply(wq, knob, value.trim())
-}
-
-fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
-    let e = |e: crate::Error| e.to_string();
+/// `default`, `cpumask` hex words; surrounding whitespace is ignored). The
+/// C API's sysfs writes and the control endpoint's `set` both end here.
+///
+/// Not part of the stable API; for cmwq-capi and the control endpoint.
+#[doc(hidden)]
+pub fn store_attr(wq: &Workqueue, knob: &str, value: &str) -> Result<(), StoreAttrError> {
+    use StoreAttrError::{Malformed, Refused};
+    let value = value.trim();
     match knob {
         "affinity_scope" => {
             let scope = if value == "default" {
-                crate::params::params().map_err(e)?.affinity_scope
+                crate::params::params().map_err(Refused)?.affinity_scope
             } else {
                 value.parse::<Scope>().map_err(|_| {
-                    "expected cpu, smt, cache, cache_shard, numa, system or default".to_string()
+                    Malformed(
+                        "expected cpu, smt, cache, cache_shard, numa, system or default".into(),
+                    )
                 })?
             };
-            wq.set_affinity_scope(scope).map_err(e)
+            wq.set_affinity_scope(scope).map_err(Refused)
         }
         "affinity_strict" => {
             let strict = match value {
                 "0" | "false" => false,
                 "1" | "true" => true,
-                _ => return Err("expected 0 or 1".into()),
+                _ => return Err(Malformed("expected 0 or 1".into())),
             };
-            wq.set_affinity_strict(strict).map_err(e)
+            wq.set_affinity_strict(strict).map_err(Refused)
         }
         "cpumask" => {
-            let cpus = parse_hex_cpumask(value)?;
+            let cpus = parse_hex_cpumask(value).map_err(Malformed)?;
             // The engine names an unusable mask as a cpu list; the user wrote
             // hex, so say it back in their form.
             wq.set_cpumask(&cpus).map_err(|err| match err {
-                crate::Error::EmptyCpumask { .. } => {
-                    format!("cpumask {value} has no CPU this workqueue can use")
-                }
-                err => err.to_string(),
+                crate::Error::EmptyCpumask { .. } => StoreAttrError::NoUsableCpu(value.into()),
+                err => Refused(err),
             })
         }
         "cpus" => {
-            let cpus = parse_cpulist(value)?;
+            let cpus = parse_cpulist(value).map_err(Malformed)?;
             if cpus.is_empty() {
-                return Err("empty cpu list".into());
+                return Err(Malformed("empty cpu list".into()));
             }
-            wq.set_cpumask(&cpus).map_err(e)
+            wq.set_cpumask(&cpus).map_err(Refused)
         }
         "nice" => {
             let n: i32 = value
                 .parse()
-                .map_err(|_| "expected an integer in -20..=19".to_string())?;
-            wq.set_nice(n).map_err(e)
+                .map_err(|_| Malformed("expected an integer in -20..=19".into()))?;
+            wq.set_nice(n).map_err(Refused)
         }
         "max_active" => {
-            let n: usize = value
-                .parse()
-                .map_err(|_| format!("expected an integer in 1..={}", crate::MAX_ACTIVE))?;
-            wq.set_max_active(n).map_err(e)
+            let n: usize = value.parse().map_err(|_| {
+                Malformed(format!("expected an integer in 1..={}", crate::MAX_ACTIVE))
+            })?;
+            wq.set_max_active(n).map_err(Refused)
         }
-        _ => Err(format!("unknown knob {knob:?}")),
+        _ => Err(StoreAttrError::UnknownKnob(knob.into())),
     }
 }
 
@@ -308,7 +364,7 @@ fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
 /// `cpumask_str`, words separated by spaces, least significant first, each
 /// with or without `0x`). Commas select the sysfs form, spaces between words
 /// the dump's; one word is the same in both. An empty mask is refused.
-pub fn parse_hex_cpumask(s: &str) -> Result<Vec<usize>, String> {
+pub(crate) fn parse_hex_cpumask(s: &str) -> Result<Vec<usize>, String> {
     let s = s.trim();
     if s.is_empty() {
         return Err("empty cpumask".into());
@@ -356,6 +412,9 @@ pub fn parse_hex_cpumask(s: &str) -> Result<Vec<usize>, String> {
 /// words separated by spaces, least significant first, as `cmwq dump` prints
 /// them, when `given` had several words so; else the sysfs form, with at least
 /// as many words as `given` and its `0x` prefix if it had one.
+///
+/// Not part of the stable API; for cmwq-cli (`cmwq set`).
+#[doc(hidden)]
 pub fn echo_cpumask(given: &str, cpus: &[usize]) -> String {
     let given = given.trim();
     if !given.contains(',') && given.split_whitespace().nth(1).is_some() {

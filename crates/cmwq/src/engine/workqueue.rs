@@ -2100,11 +2100,18 @@ impl Workqueue {
     }
 
     /// Number of pwqs of the current generation (pools this workqueue queues to).
+    ///
+    /// Not part of the stable API; for the crate's tests and cmwq-lab.
+    #[doc(hidden)]
     pub fn nr_pwqs(&self) -> usize {
         self.inner.pwqs().all.len()
     }
 
     /// The pool ids serving each topology CPU (`None`: no pwq), and the default pool.
+    ///
+    /// Not part of the stable API; for the crate's tests and cmwq-lab
+    /// (a program reads the same in [`crate::snapshot()`]'s `cpu_pool`).
+    #[doc(hidden)]
     pub fn cpu_pools(&self) -> (Vec<Option<u32>>, Option<u32>) {
         let p = self.inner.pwqs();
         (
@@ -2491,7 +2498,8 @@ pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
         })
         .collect();
     let scopes = Scope::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .map(|scope| {
             let pt = topo.pods(scope, size);
             crate::snapshot::ScopeSnap {

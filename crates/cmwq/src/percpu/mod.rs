@@ -120,6 +120,7 @@ struct Inner<T> {
 /// How a [`PerCpu`]'s drains ran, since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct DrainStats {
     /// Drains that ran as a work item on the target CPU's pool (`Local` mode).
     pub queued: u64,

@@ -14,6 +14,7 @@ pub const QPW_ENV: &str = "CMWQ_QPW";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[non_exhaustive]
 pub enum Mode {
     /// The classic pattern (`schedule_on_each_cpu`): a drain of CPU `c` is a
     /// work item queued on `c`'s bound pool and flushed, so CPU `c` is
@@ -86,6 +87,7 @@ impl FromStr for Mode {
 
 /// What can go wrong with a [`PerCpu`](super::PerCpu).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PercpuError {
     /// An environment knob has a value it does not accept.
     BadEnv {

@@ -93,6 +93,7 @@ pub use sysfs::SYSFS_FILE_MAX_BYTES;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Scope {
     /// One pod per CPU.
     Cpu,
@@ -109,8 +110,9 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// Every scope, in the kernel's enum order.
-    pub const ALL: [Scope; 6] = [
+    /// Every scope, in the kernel's enum order. A slice, not an array, so
+    /// that a scope added later changes no type.
+    pub const ALL: &'static [Scope] = &[
         Scope::Cpu,
         Scope::Smt,
         Scope::Cache,
@@ -141,7 +143,8 @@ impl FromStr for Scope {
     type Err = TopologyError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Scope::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|sc| sc.name() == s)
             .ok_or_else(|| TopologyError::BadValue {
                 what: "affinity scope".into(),
@@ -157,6 +160,7 @@ pub const DEFAULT_CACHE_SHARD_SIZE: usize = 8;
 /// Pods of one scope, as the kernel's `struct wq_pod_type`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct PodType {
     /// Each pod's CPUs, sorted; pods in `init_pod_type` order.
     pub pods: Vec<Vec<usize>>,
@@ -169,6 +173,7 @@ pub struct PodType {
 
 /// An error reading or building a topology; always names the file or value.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TopologyError {
     /// A file could not be read.
     Io {
@@ -212,6 +217,7 @@ impl std::error::Error for TopologyError {}
 /// Where each piece of a [`Topology`] came from, in words (for the summary).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Provenance {
     /// Source of the SMT cores (e.g. `thread_siblings_list`).
     pub smt: String,

@@ -125,6 +125,7 @@ static SOURCE: OnceLock<Mutex<Source>> = OnceLock::new();
 
 /// The budget as it stands, for the snapshot and `cmwq topology`.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CpuBudget {
     /// `CMWQ_CPU_QUOTA`: auto, off or a number.
     pub mode: QuotaMode,

@@ -937,7 +937,7 @@ static DEBUG_KILL_WORKER: AtomicBool = AtomicBool::new(false);
 
 /// Test hook: the next worker to finish an item panics outside every
 /// `catch_unwind`, with the item's accounting not done (a bug in the engine
-/// would look like that). The pool must recover: see [`Pool::worker_died`].
+/// would look like that). The pool must recover: see `Pool::worker_died`.
 /// Only with the `failure-injection` feature, for tests and the lab.
 #[cfg(feature = "failure-injection")]
 pub fn debug_kill_next_worker() {
