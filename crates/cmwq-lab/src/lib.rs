@@ -15,3 +15,12 @@ pub mod percpu;
 pub mod perf;
 pub mod plot;
 pub mod stats;
+#[cfg(test)]
+mod ab {
+    pub use crate::abtable as table;
+    pub use crate::compare as run;
+    pub use crate::plot;
+    pub use crate::stats;
+}
+#[cfg(test)]
+mod golden_tests;
