@@ -75,7 +75,11 @@ fn bench_report(rounds: usize) -> Report {
     config.items = 1000;
     config.scopes = vec![cmwq::topology::Scope::Cpu, cmwq::topology::Scope::Cache];
     config.vs = vec!["rayon".into()];
-    let rows = [("cmwq", "cpu", true), ("cmwq", "cache", true), ("rayon", "-", false)];
+    let rows = [
+        ("cmwq", "cpu", true),
+        ("cmwq", "cache", true),
+        ("rayon", "-", false),
+    ];
     let mut runs = Vec::new();
     for round in 0..rounds {
         for (k, (e, s, _)) in rows.iter().enumerate() {
@@ -100,7 +104,10 @@ fn bench_report(rounds: usize) -> Report {
 
 #[test]
 fn bench_svg_text_and_json_are_unchanged() {
-    let notes = vec!["machine: fixture".to_string(), "commit: 0000000".to_string()];
+    let notes = vec![
+        "machine: fixture".to_string(),
+        "commit: 0000000".to_string(),
+    ];
     for rounds in [1, 3] {
         let r = bench_report(rounds);
         check(
@@ -153,8 +160,7 @@ fn ab_tables_and_strip_plot_are_unchanged() {
     let records = compare_records();
     let tables: Vec<(usize, crate::ab::table::AbTable)> = (1..3)
         .map(|k| {
-            let t = run::table_pair(&records, 0, k, CompareConfig::default(), "A vs B")
-                .unwrap();
+            let t = run::table_pair(&records, 0, k, CompareConfig::default(), "A vs B").unwrap();
             (k, t)
         })
         .collect();
