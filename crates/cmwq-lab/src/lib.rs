@@ -4,7 +4,7 @@
 //! The library crate `cmwq` knows nothing of this crate: the lab depends on the
 //! library, never the other way round.
 //!
-//! - [`bench`], [`mix`], [`latency`], [`percpu`], [`icache`]: the workloads
+//! - [`bench`](mod@bench), [`mix`], [`latency`], [`percpu`], [`icache`]: the workloads
 //!   behind `cmwq bench`, `mix`, `latency`, `percpu` and the icache study;
 //! - [`ab`]: A/B comparisons (`cmwq compare`): running the sides, the
 //!   statistics, the table and the strip plot;
