@@ -222,22 +222,7 @@ fn workload_report(w: Workload, thr: [f64; 2], misses: [f64; 2]) -> WorkloadRepo
             ));
         }
     }
-    let table = study::build_table(
-        w.name(),
-        &runs,
-        &cg,
-        &CompareConfig::default(),
-        Some("perf stat: cycles: <not supported>"),
-        None,
-    )
-    .unwrap();
-    WorkloadReport {
-        workload: w,
-        items: 1000,
-        runs,
-        cachegrind_runs: cg,
-        table,
-    }
+    study::tests::assemble(w.name(), w, 1000, runs, cg)
 }
 
 #[test]

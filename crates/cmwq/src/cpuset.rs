@@ -132,36 +132,13 @@ pub fn usable_cpus() -> Result<Vec<usize>, TopologyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A fixture tree in a fresh temporary directory, removed on drop.
-    struct Tree(std::path::PathBuf);
-
-    impl Tree {
-        fn new(name: &str) -> Tree {
-            let d = std::env::temp_dir().join(format!("cmwq-cpuset-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).unwrap();
-            Tree(d)
-        }
-        fn put(&self, rel: &str, text: &str) -> &Tree {
-            let p = self.0.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-            self
-        }
-    }
-
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::quota::tests::Tree;
 
     const V2_MOUNT: &str = "30 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n";
 
     #[test]
     fn v2_reads_the_nearest_level_with_the_controller() {
-        let t = Tree::new("v2");
+        let t = Tree::new("cpuset-v2");
         t.put("proc/self/cgroup", "0::/a/b\n")
             .put("proc/self/mountinfo", V2_MOUNT)
             .put("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n")
@@ -175,7 +152,7 @@ mod tests {
 
     #[test]
     fn v1_reads_the_cpuset_hierarchy_and_a_bad_file_is_named() {
-        let t = Tree::new("v1");
+        let t = Tree::new("cpuset-v1");
         t.put(
             "proc/self/cgroup",
             "5:cpu,cpuacct:/x\n4:cpuset:/docker/c1\n0::/\n",
@@ -202,7 +179,7 @@ mod tests {
 
     #[test]
     fn no_cpuset_anywhere_is_none() {
-        let t = Tree::new("none");
+        let t = Tree::new("cpuset-none");
         t.put("proc/self/cgroup", "0::/\n").put(
             "proc/self/mountinfo",
             "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n",

@@ -375,20 +375,21 @@ impl fmt::Display for QuotaMode {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// A fixture tree in a fresh temporary directory.
-    struct Tree(PathBuf);
+    /// A fixture tree in a fresh temporary directory (cgroup files for
+    /// these tests and those of `cpuset.rs`).
+    pub(crate) struct Tree(pub(crate) PathBuf);
 
     impl Tree {
-        fn new(name: &str) -> Tree {
+        pub(crate) fn new(name: &str) -> Tree {
             let d = std::env::temp_dir().join(format!("cmwq-quota-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&d);
             std::fs::create_dir_all(&d).unwrap();
             Tree(d)
         }
-        fn put(&self, rel: &str, text: &str) -> &Tree {
+        pub(crate) fn put(&self, rel: &str, text: &str) -> &Tree {
             let p = self.0.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();

@@ -775,7 +775,7 @@ fn yes(b: bool) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn rec(side: usize, m: &[(&str, f64)]) -> RunRecord {
@@ -812,8 +812,20 @@ mod tests {
                 ));
             }
         }
+        assemble("t", w, 1, runs, cg)
+    }
+
+    /// A workload's report from its runs, as `run` makes it (counters not
+    /// supported, cachegrind there).
+    pub(crate) fn assemble(
+        title: &str,
+        w: Workload,
+        items: u64,
+        runs: Vec<RunRecord>,
+        cg: Vec<RunRecord>,
+    ) -> WorkloadReport {
         let table = build_table(
-            "t",
+            title,
             &runs,
             &cg,
             &CompareConfig::default(),
@@ -823,7 +835,7 @@ mod tests {
         .unwrap();
         WorkloadReport {
             workload: w,
-            items: 1,
+            items,
             runs,
             cachegrind_runs: cg,
             table,
