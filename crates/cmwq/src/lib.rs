@@ -51,6 +51,7 @@
 #[cfg(feature = "control")]
 #[cfg_attr(docsrs, doc(cfg(feature = "control")))]
 pub mod control;
+pub mod cpuset;
 mod engine;
 mod error;
 mod params;
