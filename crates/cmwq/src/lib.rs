@@ -41,12 +41,23 @@
 //! The data types the crate hands out (the [`snapshot`](mod@snapshot) types,
 //! [`WorkqueueStats`], [`PoolCounts`], [`WqAttrs`], [`CpuBudget`], the errors)
 //! and the enums that may grow ([`topology::Scope`], [`Priority`],
-//! [`percpu::Mode`], ...) are `#[non_exhaustive]`: a minor version may add a
+//! [`percpu::Mode`], ...) are `#[non_exhaustive]`: a compatible release may add a
 //! field or a variant, so read their fields and match them with a `_` arm,
-//! but do not build them with a struct literal. Items marked `#[doc(hidden)]`
-//! are plumbing for `cmwq-cli`, `cmwq-capi` and the crate's tests, not part
-//! of the API. The README's "Stability" section says what else may change
-//! before 1.0.
+//! but do not build them with a struct literal:
+//!
+//! ```compile_fail,E0639
+//! let stats = cmwq::WorkqueueStats { queued: 1, ..Default::default() };
+//! ```
+//!
+//! ```
+//! let wq = cmwq::Workqueue::builder("read").build().unwrap();
+//! let stats = wq.stats();
+//! assert_eq!(stats.queued, 0);
+//! ```
+//!
+//! Items marked `#[doc(hidden)]` are plumbing for `cmwq-cli`, `cmwq-capi`
+//! and the crate's tests, not part of the API. The README's "Stability"
+//! section says what else may change before 1.0.
 
 #[cfg(feature = "control")]
 #[cfg_attr(docsrs, doc(cfg(feature = "control")))]

@@ -11,6 +11,10 @@
 //! CPU numbers are topology CPU ids. For a workqueue built on a synthetic
 //! topology (`custom_topology`), its `cpu_pool` is indexed by that topology's
 //! ids, not the machine's.
+//!
+//! Every type here is `#[non_exhaustive]`: a release may add a field (see
+//! "Stability" in the crate docs). Read them; build them only by
+//! deserializing.
 
 use crate::WorkqueueStats;
 use crate::topology::Scope;

@@ -515,6 +515,49 @@ mod tests {
     }
 
     #[test]
+    fn store_attr_says_which_part_failed() {
+        // Two CPUs, 0 and 1, whatever the machine.
+        let two = crate::topology::Topology::from_synthetic("pack:1 l3:1 core:2 pu:1").unwrap();
+        let wq = crate::Workqueue::builder("store-attr-errors")
+            .unbound()
+            .topology(std::sync::Arc::new(two))
+            .build()
+            .unwrap();
+        let bound = crate::Workqueue::builder("store-attr-bound")
+            .build()
+            .unwrap();
+        let err =
+            |wq: &Workqueue, knob: &str, value: &str| store_attr(wq, knob, value).unwrap_err();
+        assert_eq!(
+            err(&wq, "colour", "1"),
+            StoreAttrError::UnknownKnob("colour".into())
+        );
+        let e = err(&wq, "affinity_strict", "2");
+        assert_eq!(e, StoreAttrError::Malformed("expected 0 or 1".into()));
+        assert!(matches!(
+            err(&wq, "cpumask", "zz"),
+            StoreAttrError::Malformed(m) if m.contains("zz")
+        ));
+        // CPU 31 is not in the workqueue's topology: said back in hex, as written.
+        let e = err(&wq, "cpumask", " 0x80000000 ");
+        assert_eq!(e, StoreAttrError::NoUsableCpu("0x80000000".into()));
+        assert!(
+            e.to_string().starts_with("cpumask 0x80000000 has no CPU"),
+            "{e}"
+        );
+        let e = err(&wq, "nice", "40");
+        assert_eq!(e, StoreAttrError::Refused(crate::Error::InvalidNice(40)));
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(matches!(
+            err(&bound, "nice", "0"),
+            StoreAttrError::Refused(crate::Error::NotUnbound { attr: "nice", .. })
+        ));
+        // What succeeds changes the workqueue.
+        store_attr(&wq, "max_active", " 7\n").unwrap();
+        assert_eq!(wq.attrs().max_active, 7);
+    }
+
+    #[test]
     fn set_names_the_problem() {
         let r = handle_line(br#"{"op":"set","workqueue":"no such wq","knob":"nice","value":"0"}"#);
         assert_eq!(
