@@ -87,6 +87,9 @@ pub struct CpuBudgetSnap {
 impl CpuBudgetSnap {
     /// One line: `cpu_quota=... budget=...`, as `cmwq dump` and `cmwq
     /// topology` print it.
+    ///
+    /// Not part of the stable API (the text may change); for cmwq-cli.
+    #[doc(hidden)]
     pub fn line(&self) -> String {
         let quota = match (&self.quota, &self.error) {
             (Some(q), _) => q.clone(),
