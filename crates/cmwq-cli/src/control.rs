@@ -1053,3 +1053,30 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cmwq dump`'s text of a fixed snapshot (a `__control-child --wide`'s,
+    /// one queue renamed to need cleaning) equals what it printed before
+    /// `render_dump` became a table of sections (issue 31).
+    /// `CMWQ_BLESS=1` writes the file anew.
+    #[test]
+    fn a_fixed_snapshot_dumps_as_before() {
+        let snap: Snapshot = serde_json::from_str(include_str!(
+            "../../cmwq/tests/fixtures/snapshot/ctl_child.json"
+        ))
+        .unwrap();
+        let text = render_dump(&snap);
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ctl_child.dump");
+        if std::env::var_os("CMWQ_BLESS").is_some() {
+            std::fs::write(path, &text).unwrap();
+        }
+        let want = std::fs::read_to_string(path).unwrap();
+        assert!(
+            text == want,
+            "--- got ---\n{text}\n--- want ({path}) ---\n{want}"
+        );
+    }
+}

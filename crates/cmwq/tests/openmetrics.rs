@@ -246,3 +246,26 @@ fn the_exposition_parses_and_equals_the_snapshot() {
         }
     }
 }
+
+/// The exposition of a fixed snapshot (a `cmwq __control-child --wide`'s,
+/// one queue renamed to need escaping) equals the text written before
+/// `to_openmetrics` became a table of families (issue 31): any change to
+/// the layout shows here as a diff. `CMWQ_BLESS=1` writes the file anew.
+#[test]
+fn a_fixed_snapshot_renders_as_before() {
+    let snap: cmwq::snapshot::Snapshot =
+        serde_json::from_str(include_str!("fixtures/snapshot/ctl_child.json")).unwrap();
+    let text = snap.to_openmetrics();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/snapshot/ctl_child.openmetrics"
+    );
+    if std::env::var_os("CMWQ_BLESS").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text == want,
+        "--- got ---\n{text}\n--- want ({path}) ---\n{want}"
+    );
+}
