@@ -12,6 +12,7 @@ use std::io::{BufRead, Write as _};
 use std::time::{Duration, Instant};
 
 use cmwq::control::{self, Client};
+use cmwq::hist::WqLatency;
 use cmwq::snapshot::{Snapshot, WorkqueueSnap};
 
 mod dump;
@@ -348,20 +349,92 @@ fn monitor_row(w: &WorkqueueSnap, c: Counts, infl: u64) -> String {
     )
 }
 
-/// A table of `cur`, with deltas against `prev` when given.
+/// A table of `cur`, with deltas against `prev` when given. When a queue
+/// shown keeps latency histograms, four columns follow: the p50 and p99 of
+/// the queueing delay and of the run time (over the interval when deltas
+/// are shown; `-` for queues without histograms or items).
 pub fn render_monitor(prev: Option<&Snapshot>, cur: &Snapshot, filter: &Filter) -> String {
+    let shown: Vec<_> = cur
+        .workqueues
+        .iter()
+        .filter(|w| filter.matches(&w.name))
+        .collect();
+    let lat = shown.iter().any(|w| w.latency.is_some());
     let mut out = String::new();
     let _ = writeln!(out);
-    let _ = writeln!(out, "{}", monitor_header());
-    for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
+    let _ = write!(out, "{}", monitor_header());
+    if lat {
+        let _ = write!(out, " {}", latency_cells(LATENCY_HEADS.map(String::from)));
+    }
+    out.push('\n');
+    for w in shown {
+        let before = prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id));
         let now = Counts::of(w);
-        let shown = match prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id)) {
+        let counts = match before {
             Some(p) => now.minus(Counts::of(p)),
             None => now,
         };
-        let _ = writeln!(out, "{}", monitor_row(w, shown, w.stats.in_flight));
+        let _ = write!(out, "{}", monitor_row(w, counts, w.stats.in_flight));
+        if lat {
+            let _ = write!(
+                out,
+                " {}",
+                latency_cells(latency_strs(interval_latency(w, before).as_ref()))
+            );
+        }
+        out.push('\n');
     }
     out
+}
+
+/// Heads of the latency columns of `monitor` and `dump`.
+pub(crate) const LATENCY_HEADS: [&str; 4] = ["q_p50", "q_p99", "run_p50", "run_p99"];
+
+/// The four latency cells, right-aligned.
+pub(crate) fn latency_cells(c: [String; 4]) -> String {
+    format!("{:>8} {:>8} {:>8} {:>8}", c[0], c[1], c[2], c[3])
+}
+
+/// p50 and p99 of the queueing delay and of the run time (`-`: none).
+pub(crate) fn latency_strs(l: Option<&WqLatency>) -> [String; 4] {
+    let q = |h: Option<&cmwq::hist::Histogram>, q: f64| {
+        h.and_then(|h| h.quantile_ns(q))
+            .map_or_else(|| "-".to_string(), short_ns)
+    };
+    let (queue, run) = (l.map(|l| &l.queue), l.map(|l| &l.run));
+    [q(queue, 0.5), q(queue, 0.99), q(run, 0.5), q(run, 0.99)]
+}
+
+/// `w`'s latency since `before` (its previous sample), or in all.
+fn interval_latency(w: &WorkqueueSnap, before: Option<&WorkqueueSnap>) -> Option<WqLatency> {
+    let now = w.latency.as_ref()?;
+    Some(match before.and_then(|b| b.latency.as_ref()) {
+        Some(b) => now.since(b),
+        None => now.clone(),
+    })
+}
+
+/// A time in ns, short: `850ns`, `12.3us`, `4.1ms`, `2.50s`.
+pub(crate) fn short_ns(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns}ns"),
+        1_000..1_000_000 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
+    }
+}
+
+/// The latency record of `monitor --json`: counts and quantiles in ns.
+fn latency_json(l: &WqLatency) -> serde_json::Value {
+    let h = |h: &cmwq::hist::Histogram| {
+        serde_json::json!({
+            "count": h.count,
+            "sum_ns": h.sum_ns,
+            "p50_ns": h.quantile_ns(0.5),
+            "p99_ns": h.quantile_ns(0.99),
+        })
+    };
+    serde_json::json!({ "queue": h(&l.queue), "run": h(&l.run) })
 }
 
 /// `wq_monitor.py -j`'s record of one workqueue, plus the deltas since the
@@ -391,8 +464,17 @@ fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> s
     m.insert("unbound".into(), w.unbound.into());
     m.insert("mem_reclaim".into(), w.mem_reclaim.into());
     m.insert("in_flight".into(), w.stats.in_flight.into());
+    if let Some(l) = &w.latency {
+        m.insert("latency".into(), latency_json(l));
+    }
     if let Some(p) = prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id)) {
-        m.insert("delta".into(), obj(c.minus(Counts::of(p))));
+        let mut d = obj(c.minus(Counts::of(p)));
+        if let Some(l) = interval_latency(w, Some(p)) {
+            d.as_object_mut()
+                .expect("an object")
+                .insert("latency".into(), latency_json(&l));
+        }
+        m.insert("delta".into(), d);
         m.insert(
             "delta_secs".into(),
             (cur.taken_unix_ms
@@ -692,8 +774,12 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
     use cmwq::{Work, Workqueue};
     let e = |e: cmwq::Error| e.to_string();
     let mut wqs = vec![
-        Workqueue::builder("ctl_bound").build().map_err(e)?,
+        Workqueue::builder("ctl_bound")
+            .latency_histograms(true)
+            .build()
+            .map_err(e)?,
         Workqueue::builder("ctl_unbound")
+            .latency_histograms(true)
             .unbound()
             .affinity_scope(Scope::Cpu)
             .build()

@@ -38,6 +38,7 @@
 pub mod control;
 mod engine;
 mod error;
+pub mod hist;
 mod params;
 pub mod percpu;
 mod priority;

@@ -316,6 +316,9 @@ pub struct WorkqueueSnap {
     pub pwqs: Vec<PwqSnap>,
     /// The counters (`wq_monitor.py`).
     pub stats: WorkqueueStats,
+    /// Its latency histograms, if it keeps them ([`crate::hist`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub latency: Option<crate::hist::WqLatency>,
 }
 
 /// A `MEM_RECLAIM` workqueue's rescuer.

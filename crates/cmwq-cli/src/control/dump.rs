@@ -1,13 +1,16 @@
 //! The text of `cmwq dump`: one function per section, run in the order of
 //! [`SECTIONS`]: `wq_dump.py`'s five, then what cmwq adds after them (the
-//! knobs of unbound queues, priorities, lanes).
+//! knobs of unbound queues, priorities, lanes, and the latency of queues
+//! that keep histograms).
 
 use std::fmt::Write as _;
 
 use cmwq::snapshot::{PoolSnap, ScopeSnap, Snapshot, WorkqueueSnap};
 use cmwq::topology::cpumask_str;
 
-use super::{WQ_NAME_LEN, WQ_TYPE_LEN, clean, scope_block};
+use super::{
+    LATENCY_HEADS, WQ_NAME_LEN, WQ_TYPE_LEN, clean, latency_cells, latency_strs, scope_block,
+};
 
 /// Column widths more than one section shares.
 struct Widths {
@@ -40,6 +43,7 @@ const SECTIONS: &[Section] = &[
     unbound_attrs,
     priorities,
     lanes,
+    latency,
 ];
 
 /// The whole text of `cmwq dump`: `wq_dump.py`'s five sections, then the
@@ -336,5 +340,28 @@ fn lanes(out: &mut String, s: &Snapshot, w: &Widths) {
                 l.spread
             );
         }
+    }
+}
+
+/// "Workqueue -> latency", only when a queue keeps latency histograms: the
+/// items each recorded, the p50 and p99 of their queueing delay and of
+/// their run time, since the queue was made.
+fn latency(out: &mut String, s: &Snapshot, _: &Widths) {
+    if s.workqueues.iter().all(|w| w.latency.is_none()) {
+        return;
+    }
+    heading(out, "Workqueue -> latency");
+    name_head(out);
+    let heads = latency_cells(LATENCY_HEADS.map(String::from));
+    let _ = writeln!(out, "{:>10} {heads} ]", "items");
+    for w in &s.workqueues {
+        let Some(l) = &w.latency else { continue };
+        let cells = latency_cells(latency_strs(Some(l)));
+        let _ = writeln!(
+            out,
+            "{:WQ_NAME_LEN$} {:>10} {cells}",
+            clean(&w.name),
+            l.run.count
+        );
     }
 }

@@ -3,10 +3,17 @@
 //! ([`FAMILIES`]): each row names a family, its type, unit and help, and
 //! where its samples come from (each workqueue, pool or lane). A new metric
 //! is a new row.
+//!
+//! The latency histograms ([`crate::hist`]) are OpenMetrics histograms: one
+//! cumulative `_bucket` per power of two from 64 ns to `2^38` ns (a bound of
+//! the engine's buckets, so each count is exact) and `+Inf`, then `_sum` and
+//! `_count`; only workqueues that keep histograms have series, and the
+//! families are left out when none does.
 
 use std::fmt::Write as _;
 
 use super::{LaneSnap, PoolSnap, Snapshot, WorkqueueSnap};
+use crate::hist::{Histogram, MAX_BITS};
 
 /// Kind of an OpenMetrics metric family.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -14,6 +21,7 @@ pub(super) enum MetricType {
     Counter,
     Gauge,
     Info,
+    Histogram,
 }
 
 /// Where one family's samples come from: one per workqueue, pool or lane.
@@ -27,6 +35,8 @@ enum Source {
     Pool(fn(&PoolSnap) -> u64),
     /// One sample per lane of every pool.
     Lane(fn(&LaneSnap) -> u64),
+    /// A histogram per workqueue that keeps one.
+    WqHist(fn(&WorkqueueSnap) -> Option<&Histogram>),
 }
 
 /// One metric family of the exposition.
@@ -50,7 +60,7 @@ const fn fam(name: &'static str, kind: MetricType, help: &'static str, source: S
 }
 
 use MetricType::{Counter, Gauge, Info};
-use Source::{Lane, Pool, Wq, WqInfo};
+use Source::{Lane, Pool, Wq, WqHist, WqInfo};
 
 /// Every family, in the order they are written: the workqueues (what each
 /// is, then `wq_monitor.py`'s counters), the pools, the lanes.
@@ -154,6 +164,20 @@ const FAMILIES: &[Family] = &[
         "The workqueue's max_active.",
         Wq(|w| w.attrs.max_active.to_string()),
     ),
+    Family {
+        name: "cmwq_workqueue_queue_delay_seconds",
+        kind: MetricType::Histogram,
+        unit: Some("seconds"),
+        help: "Time from queued (a delayed item: its timer fired) to its callback starting, of items that ended.",
+        source: WqHist(|w| w.latency.as_ref().map(|l| &l.queue)),
+    },
+    Family {
+        name: "cmwq_workqueue_run_time_seconds",
+        kind: MetricType::Histogram,
+        unit: Some("seconds"),
+        help: "Time from an item's callback starting to it returning or panicking.",
+        source: WqHist(|w| w.latency.as_ref().map(|l| &l.run)),
+    },
     fam(
         "cmwq_pool_workers",
         Gauge,
@@ -256,6 +280,7 @@ pub(super) fn family(
         MetricType::Counter => ("counter", "_total"),
         MetricType::Gauge => ("gauge", ""),
         MetricType::Info => ("info", "_info"),
+        MetricType::Histogram => ("histogram", ""),
     };
     let _ = writeln!(out, "# TYPE {name} {ty}");
     if let Some(u) = unit {
@@ -285,7 +310,10 @@ impl Snapshot {
     /// Workqueue series carry the labels `workqueue` (its name) and `id`
     /// (names may repeat; the id does not); pool series carry `pool`, lane
     /// series `pool` and `cpu`. Counters end in `_total`, times are in
-    /// seconds (`_seconds` in the name, with a `# UNIT` line). Metric names
+    /// seconds (`_seconds` in the name, with a `# UNIT` line). Workqueues
+    /// that keep latency histograms have two OpenMetrics histograms,
+    /// `cmwq_workqueue_queue_delay_seconds` and
+    /// `cmwq_workqueue_run_time_seconds` (see the module docs). Metric names
     /// start with `cmwq_`; the README's "Observability" section lists them.
     ///
     /// ```
@@ -300,6 +328,19 @@ impl Snapshot {
         let mut out = String::new();
         let wq_labels: Vec<String> = self.workqueues.iter().map(wq_labels).collect();
         for f in FAMILIES {
+            if let WqHist(get) = f.source {
+                let series: Vec<_> = self
+                    .workqueues
+                    .iter()
+                    .zip(&wq_labels)
+                    .filter_map(|(w, l)| Some((l, get(w)?)))
+                    .collect();
+                // Left out when no workqueue keeps histograms.
+                if !series.is_empty() {
+                    histogram(&mut out, f, series);
+                }
+                continue;
+            }
             let samples = self.samples(f.source, &wq_labels);
             family(&mut out, f.name, f.kind, f.unit, f.help, samples);
         }
@@ -312,6 +353,8 @@ impl Snapshot {
         let wqs = self.workqueues.iter().zip(wq_labels);
         match source {
             Wq(get) => wqs.map(|(w, l)| (l.clone(), get(w))).collect(),
+            // Written by `histogram`, not as single samples.
+            WqHist(_) => Vec::new(),
             WqInfo(get) => wqs
                 .map(|(w, l)| (format!("{l},{}", get(w)), "1".to_string()))
                 .collect(),
@@ -335,6 +378,32 @@ impl Snapshot {
         }
     }
 }
+
+/// Writes a histogram family: its header, then per `(labels, histogram)`
+/// a cumulative `_bucket` per bound (`2^k` ns for k from [`LE_LOW_BITS`]
+/// to [`MAX_BITS`], each a bound of the engine's buckets, so the counts are
+/// exact) and `+Inf`, then `_sum` and `_count`.
+fn histogram<'a>(
+    out: &mut String,
+    f: &Family,
+    series: impl IntoIterator<Item = (&'a String, &'a Histogram)>,
+) {
+    let name = f.name;
+    family(out, name, f.kind, f.unit, f.help, []);
+    for (l, h) in series {
+        for k in LE_LOW_BITS..=MAX_BITS {
+            // Values under 2^k ns.
+            let n = h.count_le((1 << k) - 1);
+            let _ = writeln!(out, "{name}_bucket{{{l},le=\"{}\"}} {n}", seconds(1 << k));
+        }
+        let _ = writeln!(out, "{name}_bucket{{{l},le=\"+Inf\"}} {}", h.count);
+        let _ = writeln!(out, "{name}_sum{{{l}}} {}", seconds(h.sum_ns));
+        let _ = writeln!(out, "{name}_count{{{l}}} {}", h.count);
+    }
+}
+
+/// The lowest `le` bound of the histograms: `2^6` ns.
+const LE_LOW_BITS: u32 = 6;
 
 /// The labels that name a workqueue: `workqueue` (its name) and `id`.
 fn wq_labels(w: &WorkqueueSnap) -> String {
