@@ -857,6 +857,11 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The golden-file check the library's tests use.
+#[cfg(test)]
+#[path = "../../cmwq/tests/common/golden.rs"]
+mod golden;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -873,13 +878,6 @@ mod tests {
         .unwrap();
         let text = render_dump(&snap);
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ctl_child.dump");
-        if std::env::var_os("CMWQ_BLESS").is_some() {
-            std::fs::write(path, &text).unwrap();
-        }
-        let want = std::fs::read_to_string(path).unwrap();
-        assert!(
-            text == want,
-            "--- got ---\n{text}\n--- want ({path}) ---\n{want}"
-        );
+        golden::assert_golden(path, &text);
     }
 }

@@ -12,6 +12,9 @@ use std::process::{Command, Stdio};
 
 use cmwq::{Work, Workqueue};
 
+#[path = "common/golden.rs"]
+mod golden;
+
 /// Parses `text` with prometheus_client; returns (family name, type, unit)
 /// per family and (sample name, labels, value, family name) per sample, or `None` when
 /// the parser is not installed. A parse error fails the test.
@@ -338,12 +341,5 @@ fn a_fixed_snapshot_renders_as_before() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/snapshot/ctl_child.openmetrics"
     );
-    if std::env::var_os("CMWQ_BLESS").is_some() {
-        std::fs::write(path, &text).unwrap();
-    }
-    let want = std::fs::read_to_string(path).unwrap();
-    assert!(
-        text == want,
-        "--- got ---\n{text}\n--- want ({path}) ---\n{want}"
-    );
+    golden::assert_golden(path, &text);
 }
