@@ -36,6 +36,7 @@
 
 #[cfg(feature = "control")]
 pub mod control;
+pub mod cpuset;
 mod engine;
 mod error;
 pub mod hist;
