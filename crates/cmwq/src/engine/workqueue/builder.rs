@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::engine::node::NodeActive;
 use crate::error::Error;
-use crate::priority::{self, Priority};
+use crate::priority::{self, PoolPrio, Priority};
 use crate::sync::{Condvar, Mutex};
 use crate::topology::{Scope, Topology};
 use crate::trace;
@@ -293,41 +293,9 @@ impl WorkqueueBuilder {
     /// limit to raise); a later `build` tries again. A worker that cannot be
     /// started is no error: its pool retries with a backoff (see the README).
     pub fn build(self) -> Result<Workqueue, Error> {
-        let max_active = match self.max_active {
-            None => {
-                if self.ordered {
-                    1
-                } else {
-                    DFL_ACTIVE
-                }
-            }
-            Some(n) if n == 0 || n > MAX_ACTIVE => {
-                return Err(Error::InvalidMaxActive {
-                    value: n,
-                    max: MAX_ACTIVE,
-                });
-            }
-            Some(n) if self.ordered && n != 1 => return Err(Error::OrderedMaxActive(n)),
-            Some(n) => n,
-        };
+        let max_active = self.checked_max_active()?;
         let unbound = self.flags.contains(WqFlags::UNBOUND);
-        // The attributes of unbound queues, refused on a bound one as the live
-        // setters refuse them (rather than silently ignored).
-        if !unbound {
-            let set = [
-                ("cpumask", self.cpumask.is_some()),
-                ("nice", self.nice.is_some()),
-                ("affinity_scope", self.scope.is_some()),
-                ("affinity_strict", self.strict),
-                ("cache_shard_size", self.cache_shard_size.is_some()),
-            ];
-            if let Some((attr, _)) = set.iter().find(|(_, on)| *on) {
-                return Err(Error::NotUnbound {
-                    name: self.name.clone(),
-                    attr,
-                });
-            }
-        }
+        self.refuse_unbound_attrs(unbound)?;
         if self.cache_shard_size == Some(0) {
             return Err(Error::InvalidCacheShardSize(0));
         }
@@ -346,7 +314,6 @@ impl WorkqueueBuilder {
         };
         let (prio, prio_note) = priority::resolve(priority::requested(want, nice)?, self.fallback)?;
         trace::priority_fallback(&self.name, prio_note.as_deref());
-        let custom = self.topology.is_some();
         let topo = self
             .topology
             .clone()
@@ -364,55 +331,7 @@ impl WorkqueueBuilder {
             max_active,
             cache_shard_size: self.cache_shard_size.unwrap_or(params.cache_shard_size),
         };
-        let nr_nodes = topo.nr_nodes().max(1);
-        let map_len = topo
-            .nr_cpu_ids()
-            .max(system_topology().online().iter().max().map_or(0, |m| m + 1));
-        let ctx = WqCtx {
-            topo,
-            custom,
-            wake: self.wake,
-            concurrency: self.concurrency,
-            fallback: self.fallback,
-        };
-        let rescuer = self.flags.contains(WqFlags::MEM_RECLAIM).then(|| Rescuer {
-            mayday: Mutex::new(VecDeque::new()),
-            thread: OnceLock::new(),
-            join: Mutex::new(None),
-            stop: AtomicBool::new(false),
-            tid: std::sync::atomic::AtomicI32::new(0),
-        });
-        let nodes = (0..nr_nodes).map(|_| NodeActive::new(max_active)).collect();
-        let inner = Arc::new(WqInner {
-            name: self.name.clone(),
-            panic_handler: self.panic_handler.clone(),
-            flags: self.flags,
-            unbound,
-            ordered: self.ordered,
-            cpu_intensive: self.flags.contains(WqFlags::CPU_INTENSIVE),
-            frozen: AtomicBool::new(false),
-            draining: AtomicU32::new(0),
-            destroyed: AtomicBool::new(false),
-            stats: WqStats::default(),
-            max_active: AtomicUsize::new(max_active),
-            nodes,
-            node_cpus: Mutex::new(vec![0; nr_nodes]),
-            cur: Mutex::new(Arc::new(Pwqs::empty())),
-            map: PwqMap::new(map_len),
-            old: Mutex::new(OldPwqs::default()),
-            chain: Mutex::new(VecDeque::new()),
-            ctx,
-            attrs: Mutex::new(attrs.clone()),
-            prio: Mutex::new((prio, prio_note)),
-            rescuer,
-            flush_lock: Mutex::new(0),
-            flush_cv: Condvar::new(),
-            flushers: AtomicU32::new(0),
-            rr: AtomicUsize::new(0),
-            handles: AtomicUsize::new(1),
-            borrows: AtomicUsize::new(0),
-            id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
-        });
+        let inner = self.new_inner(topo, &attrs, (prio, prio_note));
         let tab = inner.build_table(&attrs, prio, 0, false)?;
         inner.set_node_budgets(&attrs, &tab);
         if inner.ordered {
@@ -429,6 +348,106 @@ impl WorkqueueBuilder {
         Ok(Workqueue {
             inner,
             borrowed: false,
+        })
+    }
+
+    /// The `max_active` asked for, or the default (1 for an ordered queue).
+    fn checked_max_active(&self) -> Result<usize, Error> {
+        match self.max_active {
+            None => {
+                if self.ordered {
+                    Ok(1)
+                } else {
+                    Ok(DFL_ACTIVE)
+                }
+            }
+            Some(n) if n == 0 || n > MAX_ACTIVE => Err(Error::InvalidMaxActive {
+                value: n,
+                max: MAX_ACTIVE,
+            }),
+            Some(n) if self.ordered && n != 1 => Err(Error::OrderedMaxActive(n)),
+            Some(n) => Ok(n),
+        }
+    }
+
+    /// The attributes of unbound queues, refused on a bound one as the live
+    /// setters refuse them (rather than silently ignored).
+    fn refuse_unbound_attrs(&self, unbound: bool) -> Result<(), Error> {
+        if unbound {
+            return Ok(());
+        }
+        let set = [
+            ("cpumask", self.cpumask.is_some()),
+            ("nice", self.nice.is_some()),
+            ("affinity_scope", self.scope.is_some()),
+            ("affinity_strict", self.strict),
+            ("cache_shard_size", self.cache_shard_size.is_some()),
+        ];
+        match set.iter().find(|(_, on)| *on) {
+            Some((attr, _)) => Err(Error::NotUnbound {
+                name: self.name.clone(),
+                attr,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The shared state of the queue being built, with no pwq yet.
+    fn new_inner(
+        &self,
+        topo: Arc<Topology>,
+        attrs: &WqAttrs,
+        prio: (PoolPrio, Option<String>),
+    ) -> Arc<WqInner> {
+        let max_active = attrs.max_active;
+        let nr_nodes = topo.nr_nodes().max(1);
+        let map_len = topo
+            .nr_cpu_ids()
+            .max(system_topology().online().iter().max().map_or(0, |m| m + 1));
+        let ctx = WqCtx {
+            topo,
+            custom: self.topology.is_some(),
+            wake: self.wake,
+            concurrency: self.concurrency,
+            fallback: self.fallback,
+        };
+        let rescuer = self.flags.contains(WqFlags::MEM_RECLAIM).then(|| Rescuer {
+            mayday: Mutex::new(VecDeque::new()),
+            thread: OnceLock::new(),
+            join: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            tid: std::sync::atomic::AtomicI32::new(0),
+        });
+        let nodes = (0..nr_nodes).map(|_| NodeActive::new(max_active)).collect();
+        Arc::new(WqInner {
+            name: self.name.clone(),
+            panic_handler: self.panic_handler.clone(),
+            flags: self.flags,
+            unbound: self.flags.contains(WqFlags::UNBOUND),
+            ordered: self.ordered,
+            cpu_intensive: self.flags.contains(WqFlags::CPU_INTENSIVE),
+            frozen: AtomicBool::new(false),
+            draining: AtomicU32::new(0),
+            destroyed: AtomicBool::new(false),
+            stats: WqStats::default(),
+            max_active: AtomicUsize::new(max_active),
+            nodes,
+            node_cpus: Mutex::new(vec![0; nr_nodes]),
+            cur: Mutex::new(Arc::new(Pwqs::empty())),
+            map: PwqMap::new(map_len),
+            old: Mutex::new(OldPwqs::default()),
+            chain: Mutex::new(VecDeque::new()),
+            ctx,
+            attrs: Mutex::new(attrs.clone()),
+            prio: Mutex::new(prio),
+            rescuer,
+            flush_lock: Mutex::new(0),
+            flush_cv: Condvar::new(),
+            flushers: AtomicU32::new(0),
+            rr: AtomicUsize::new(0),
+            handles: AtomicUsize::new(1),
+            borrows: AtomicUsize::new(0),
+            id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 }

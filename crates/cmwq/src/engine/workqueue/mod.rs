@@ -29,7 +29,7 @@
 //!   reaches a freed pwq (`OldPwqs`).
 //! - [`for_pool`]: the calls a pool makes into a workqueue, in one block.
 //! - [`rescuer`]: a `MEM_RECLAIM` queue's rescuer thread.
-//! - [`delayed`]: [`DelayedWork`].
+//! - [`delayed`]: delayed work, [`DelayedWork`].
 //! - [`registry`]: the live queues, borrowed views, system queues.
 //! - [`panic`]: where an item's panic is reported.
 //!

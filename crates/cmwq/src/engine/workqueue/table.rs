@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::priority::{self, PoolPrio};
 use crate::topology::Topology;
 use crate::trace;
-use crate::types::{MIN_ACTIVE, PwqStats, UnboundConcurrency, WqAttrs};
+use crate::types::{MIN_ACTIVE, PwqStats, UnboundConcurrency, WakeMode, WqAttrs};
 
 use super::{PwqRef, WqInner, system_topology};
 
@@ -192,6 +192,56 @@ pub(super) struct OldPwqs {
     pub(super) dead_stats: PwqStats,
 }
 
+/// What the pools of one unbound generation are made with (what
+/// `build_table` hands the pods it builds).
+struct PodSpec<'a> {
+    attrs: &'a WqAttrs,
+    prio: PoolPrio,
+    color: u8,
+    wake: WakeMode,
+    /// `UnboundConcurrency::PerCpu`: concurrency-managed pools.
+    managed: bool,
+    /// The real CPUs of the routing mask, sorted (the pools' `cpus`).
+    real_mask: Vec<usize>,
+}
+
+impl<'a> PodSpec<'a> {
+    fn new(
+        wq: &WqInner,
+        attrs: &'a WqAttrs,
+        prio: PoolPrio,
+        color: u8,
+        route: &[usize],
+    ) -> PodSpec<'a> {
+        let mut real_mask: Vec<usize> = route.iter().map(|&c| wq.to_real(c)).collect();
+        real_mask.sort_unstable();
+        real_mask.dedup();
+        PodSpec {
+            attrs,
+            prio,
+            color,
+            wake: wq.ctx.wake,
+            managed: wq.ctx.concurrency == UnboundConcurrency::PerCpu,
+            real_mask,
+        }
+    }
+
+    /// The attributes of a pool whose lanes are `pod_cpus`, linked to the
+    /// per-CPU pools of `pod` (empty: none).
+    fn pool_attrs(&self, pod_cpus: Vec<usize>, pod: Vec<usize>) -> PoolAttrs {
+        PoolAttrs {
+            cpu: None,
+            prio: self.prio,
+            cpus: self.real_mask.clone(),
+            pod_cpus,
+            strict: self.attrs.affinity_strict,
+            wake: self.wake,
+            managed: self.managed,
+            pod,
+        }
+    }
+}
+
 impl WqInner {
     pub(super) fn pwqs(&self) -> Arc<Pwqs> {
         self.cur.lock().clone()
@@ -270,10 +320,8 @@ impl WqInner {
         color: u8,
         plugged: bool,
     ) -> Result<Pwqs, Error> {
-        let ctx = &self.ctx;
-        let topo = &ctx.topo;
+        let topo = &self.ctx.topo;
         let real: Vec<usize> = system_topology().machine_online().to_vec();
-        let to_real = |c: usize| self.to_real(c);
         let mask: Vec<usize> = topo
             .online()
             .iter()
@@ -289,11 +337,10 @@ impl WqInner {
         // default pwq takes the whole mask (the kernel's fallback).
         let (cut_mask, live) = self.pod_masks(attrs, &pool::usable_cpus());
         let route = if live.is_empty() || !self.unbound {
-            mask.clone()
+            mask
         } else {
             live.clone()
         };
-        let nr_nodes = self.nodes.len();
         let mut tab = Pwqs {
             cpu: vec![
                 None;
@@ -302,134 +349,16 @@ impl WqInner {
             ],
             dfl: None,
             all: Vec::new(),
-            route_cpus: route.clone(),
-            live: live.clone(),
+            route_cpus: route,
+            live,
             lane: vec![None; real.iter().max().map_or(0, |m| m + 1)],
         };
-        let max_active = attrs.max_active;
-        let res = (|| -> Result<(), Error> {
-            if !self.unbound {
-                // Every online CPU of the machine has its pool, usable now
-                // or not (one that is not starts disassociated), so `queue_on`
-                // of any CPU works and a CPU given back later is served.
-                for &c in system_topology().machine_online() {
-                    let pool = pool::bound_pool(c, prio, ctx.wake)?;
-                    let id = pool.attach(self.clone(), max_active, 0, color, false)?;
-                    let r = PwqRef { pool, id };
-                    tab.cpu[c] = Some(r);
-                    tab.all.push(r);
-                }
-                return Ok(());
-            }
-            let managed = ctx.concurrency == UnboundConcurrency::PerCpu;
-            let mut real_mask: Vec<usize> = route.iter().map(|&c| to_real(c)).collect();
-            real_mask.sort_unstable();
-            real_mask.dedup();
-            let dfl_node = topo.cpu_node(route[0]).min(nr_nodes - 1);
-            let dfl_pool = pool::unbound_pool(PoolAttrs {
-                cpu: None,
-                prio,
-                cpus: real_mask.clone(),
-                pod_cpus: real_mask.clone(),
-                strict: attrs.affinity_strict,
-                wake: ctx.wake,
-                managed,
-                pod: Vec::new(),
-            })?;
-            let dfl = PwqRef {
-                pool: dfl_pool,
-                id: dfl_pool.attach(self.clone(), max_active, dfl_node, color, plugged)?,
-            };
-            tab.dfl = Some(dfl);
-            tab.all.push(dfl);
-            if self.ordered {
-                return Ok(());
-            }
-            let pods = self
-                .cut_topology()
-                .pods(attrs.affinity_scope, attrs.cache_shard_size);
-            for pod in &pods.pods {
-                let all: Vec<usize> = pod
-                    .iter()
-                    .copied()
-                    .filter(|c| cut_mask.contains(c))
-                    .collect();
-                let cpus: Vec<usize> = all.iter().copied().filter(|c| live.contains(c)).collect();
-                if cpus.is_empty() {
-                    // No CPU of the pod is usable: its CPUs go to the default pwq.
-                    for &c in &all {
-                        tab.cpu[c] = Some(dfl);
-                    }
-                    continue;
-                }
-                let mut pod_real: Vec<usize> = cpus.iter().map(|&c| to_real(c)).collect();
-                pod_real.sort_unstable();
-                pod_real.dedup();
-                let node = topo.cpu_node(cpus[0]).min(nr_nodes - 1);
-                let attrs_of = |pod_cpus: Vec<usize>, pod: Vec<usize>| PoolAttrs {
-                    cpu: None,
-                    prio,
-                    cpus: real_mask.clone(),
-                    pod_cpus,
-                    strict: attrs.affinity_strict,
-                    wake: ctx.wake,
-                    managed,
-                    pod,
-                };
-                if !managed || pod_real.len() == 1 {
-                    // One pool for the pod: one CPU, or the kernel's
-                    // unmanaged pools (a worker per item, lanes inside).
-                    let pool = pool::unbound_pool(attrs_of(pod_real, Vec::new()))?;
-                    let r = PwqRef {
-                        pool,
-                        id: pool.attach(self.clone(), max_active, node, color, false)?,
-                    };
-                    tab.all.push(r);
-                    // The pod's CPUs that are not usable go to what is left of it.
-                    for &c in &all {
-                        tab.cpu[c] = Some(r);
-                    }
-                    continue;
-                }
-                // A managed pod of several CPUs: a lane pool per real CPU
-                // (each with its own lock), linked so a lagging one borrows
-                // an idle worker of another (engine/pool/lane.rs).
-                let lanes = pod_real
-                    .iter()
-                    .map(|&r| pool::unbound_pool(attrs_of(vec![r], pod_real.clone())))
-                    .collect::<Result<Vec<_>, Error>>()?;
-                pool::link_pod(&lanes);
-                let mut refs: Vec<PwqRef> = Vec::with_capacity(lanes.len());
-                for &pool in &lanes {
-                    let r = PwqRef {
-                        pool,
-                        id: pool.attach(self.clone(), max_active, node, color, false)?,
-                    };
-                    tab.all.push(r);
-                    refs.push(r);
-                }
-                for &c in &all {
-                    let i = pod_real.binary_search(&to_real(c)).unwrap_or(0);
-                    tab.cpu[c] = Some(refs[i]);
-                }
-                for (&r, &lane) in pod_real.iter().zip(&refs) {
-                    // A real CPU that is a lane of two pods of other CPU
-                    // sets, or of two NUMA nodes (folded topologies), has no
-                    // lane of its own: such items go by the target CPU, so
-                    // each node's `max_active` budget stays its own.
-                    match &mut tab.lane[r] {
-                        slot @ None => *slot = Some(Some((lane, node))),
-                        Some(Some((old, n)))
-                            if !std::ptr::eq(old.pool, lane.pool) || *n != node =>
-                        {
-                            tab.lane[r] = Some(None)
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            Ok(())
-        })();
+        let res = if self.unbound {
+            let spec = PodSpec::new(self, attrs, prio, color, &tab.route_cpus);
+            self.fill_unbound(&mut tab, &spec, &cut_mask, plugged)
+        } else {
+            self.fill_bound(&mut tab, attrs.max_active, prio, color)
+        };
         if let Err(e) = res {
             for r in &tab.all {
                 r.pool.detach(r.id);
@@ -437,6 +366,157 @@ impl WqInner {
             return Err(e);
         }
         Ok(tab)
+    }
+
+    /// A bound queue's table: every online CPU of the machine has its pool,
+    /// usable now or not (one that is not starts disassociated), so
+    /// `queue_on` of any CPU works and a CPU given back later is served.
+    fn fill_bound(
+        self: &Arc<Self>,
+        tab: &mut Pwqs,
+        max_active: usize,
+        prio: PoolPrio,
+        color: u8,
+    ) -> Result<(), Error> {
+        for &c in system_topology().machine_online() {
+            let pool = pool::bound_pool(c, prio, self.ctx.wake)?;
+            let id = pool.attach(self.clone(), max_active, 0, color, false)?;
+            let r = PwqRef { pool, id };
+            tab.cpu[c] = Some(r);
+            tab.all.push(r);
+        }
+        Ok(())
+    }
+
+    /// An unbound queue's table: the default pwq over the whole routing
+    /// mask (all an ordered queue has), then the pwqs of each pod.
+    fn fill_unbound(
+        self: &Arc<Self>,
+        tab: &mut Pwqs,
+        spec: &PodSpec<'_>,
+        cut_mask: &[usize],
+        plugged: bool,
+    ) -> Result<(), Error> {
+        let topo = &self.ctx.topo;
+        let dfl_node = topo.cpu_node(tab.route_cpus[0]).min(self.nodes.len() - 1);
+        let dfl_pool = pool::unbound_pool(spec.pool_attrs(spec.real_mask.clone(), Vec::new()))?;
+        let dfl = PwqRef {
+            pool: dfl_pool,
+            id: dfl_pool.attach(
+                self.clone(),
+                spec.attrs.max_active,
+                dfl_node,
+                spec.color,
+                plugged,
+            )?,
+        };
+        tab.dfl = Some(dfl);
+        tab.all.push(dfl);
+        if self.ordered {
+            return Ok(());
+        }
+        let pods = self
+            .cut_topology()
+            .pods(spec.attrs.affinity_scope, spec.attrs.cache_shard_size);
+        for pod in &pods.pods {
+            self.add_pod(tab, spec, pod, cut_mask, dfl)?;
+        }
+        Ok(())
+    }
+
+    /// The pwqs of one pod: none if no CPU of it is usable (its CPUs go to
+    /// the default pwq), one pool for a one-CPU pod or an unmanaged one (a
+    /// shared pool, lanes inside), else a per-CPU pool for each real CPU.
+    fn add_pod(
+        self: &Arc<Self>,
+        tab: &mut Pwqs,
+        spec: &PodSpec<'_>,
+        pod: &[usize],
+        cut_mask: &[usize],
+        dfl: PwqRef,
+    ) -> Result<(), Error> {
+        let all: Vec<usize> = pod
+            .iter()
+            .copied()
+            .filter(|c| cut_mask.contains(c))
+            .collect();
+        let cpus: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|c| tab.live.contains(c))
+            .collect();
+        if cpus.is_empty() {
+            // No CPU of the pod is usable: its CPUs go to the default pwq.
+            for &c in &all {
+                tab.cpu[c] = Some(dfl);
+            }
+            return Ok(());
+        }
+        let mut pod_real: Vec<usize> = cpus.iter().map(|&c| self.to_real(c)).collect();
+        pod_real.sort_unstable();
+        pod_real.dedup();
+        let node = self.ctx.topo.cpu_node(cpus[0]).min(self.nodes.len() - 1);
+        if !spec.managed || pod_real.len() == 1 {
+            // One pool for the pod: one CPU, or the kernel's
+            // unmanaged pools (a worker per item, lanes inside).
+            let pool = pool::unbound_pool(spec.pool_attrs(pod_real, Vec::new()))?;
+            let r = PwqRef {
+                pool,
+                id: pool.attach(self.clone(), spec.attrs.max_active, node, spec.color, false)?,
+            };
+            tab.all.push(r);
+            // The pod's CPUs that are not usable go to what is left of it.
+            for &c in &all {
+                tab.cpu[c] = Some(r);
+            }
+            return Ok(());
+        }
+        self.add_per_cpu_pools(tab, spec, &all, &pod_real, node)
+    }
+
+    /// A managed pod of several CPUs: a per-CPU pool for each real CPU
+    /// (each with its own lock), linked so a lagging one borrows an idle
+    /// worker of a partner (engine/pool/lane.rs).
+    fn add_per_cpu_pools(
+        self: &Arc<Self>,
+        tab: &mut Pwqs,
+        spec: &PodSpec<'_>,
+        all: &[usize],
+        pod_real: &[usize],
+        node: usize,
+    ) -> Result<(), Error> {
+        let lanes = pod_real
+            .iter()
+            .map(|&r| pool::unbound_pool(spec.pool_attrs(vec![r], pod_real.to_vec())))
+            .collect::<Result<Vec<_>, Error>>()?;
+        pool::link_pod(&lanes);
+        let mut refs: Vec<PwqRef> = Vec::with_capacity(lanes.len());
+        for &pool in &lanes {
+            let r = PwqRef {
+                pool,
+                id: pool.attach(self.clone(), spec.attrs.max_active, node, spec.color, false)?,
+            };
+            tab.all.push(r);
+            refs.push(r);
+        }
+        for &c in all {
+            let i = pod_real.binary_search(&self.to_real(c)).unwrap_or(0);
+            tab.cpu[c] = Some(refs[i]);
+        }
+        for (&r, &lane) in pod_real.iter().zip(&refs) {
+            // A real CPU that is a lane of two pods of other CPU
+            // sets, or of two NUMA nodes (folded topologies), has no
+            // lane of its own: such items go by the target CPU, so
+            // each node's `max_active` budget stays its own.
+            match &mut tab.lane[r] {
+                slot @ None => *slot = Some(Some((lane, node))),
+                Some(Some((old, n))) if !std::ptr::eq(old.pool, lane.pool) || *n != node => {
+                    tab.lane[r] = Some(None)
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Cuts `max_active` into per-node budgets by the CPUs of the table's mask.
