@@ -49,7 +49,7 @@ pub fn snapshot() -> Snapshot {
 /// cut with its default parameters.
 pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
     let topo = workqueue::system_topology();
-    let params = crate::params::params().ok();
+    let params = super::params().ok();
     let default_scope = params.map_or(Scope::CacheShard, |p| p.affinity_scope);
     let size = params.map_or(crate::topology::DEFAULT_CACHE_SHARD_SIZE, |p| {
         p.cache_shard_size

@@ -43,7 +43,7 @@ pub(crate) enum Wake {
         /// Re-homed: (thread id, CPU) to pin it to before it is unparked.
         rehome: Option<(i32, usize)>,
     },
-    /// This lane pool lags: a partner lane pool of the pod lends it an idle
+    /// This per-CPU pool lags: a partner pool of the pod lends it an idle
     /// worker ([`lend_to`]). Decided without the partners' locks.
     Spread,
 }
@@ -70,7 +70,7 @@ impl Wake {
 impl PoolInner {
     /// The shape this pool has (see [`Locality`]). Fixed once the pool is
     /// linked to its pod: lanes are set when it is made, partners by
-    /// `link_pod`, and only a one-lane pool gets partners.
+    /// `link_pod`, and only a one-per-CPU pool gets partners.
     #[inline]
     fn locality(&self) -> Locality {
         match (self.lanes.len(), self.partners.is_empty()) {
@@ -249,10 +249,10 @@ pub(super) fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wak
     }
 }
 
-/// A partner of the lagging lane pool `to` lends it an idle worker: the next
+/// A partner of the lagging per-CPU pool `to` lends it an idle worker: the next
 /// partner, in CPU order after `to`, whose lane has no counted worker and an
 /// idle one. Runs with no pool lock held and takes one partner's lock at a
-/// time, so lane pools never hold two locks.
+/// time, so per-CPU pools never hold two locks.
 pub(super) fn lend_to(to: &'static Pool) {
     let Some(pods) = to.pod_pools.get() else {
         return;
@@ -285,7 +285,7 @@ pub(super) fn lend_to(to: &'static Pool) {
 }
 
 impl Pool {
-    /// A lane pool tells its partners whether it can lend a worker now (no
+    /// A per-CPU pool tells its partners whether it can lend a worker now (no
     /// counted worker on its CPU, one idle). Written only when it changes, so
     /// the partners' reads stay on a shared cache line.
     pub(super) fn update_lendable(&self, g: &PoolInner) {

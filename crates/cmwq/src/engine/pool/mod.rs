@@ -57,9 +57,21 @@
 //! `put_unbound_pool`: its ids are RCU-protected, ours are not).
 //!
 //! A pwq slot is freed when its pwq is (a retired pwq after its last item,
-//! see `OldPwqs` in `workqueue.rs`) and reused under a new era, so a pool
-//! holds as many slots as pwqs were ever attached to it *at once*, not as
-//! many as were ever attached ([`PwqId`]).
+//! see `OldPwqs` in `workqueue/table.rs`) and reused under a new era, so a
+//! pool holds as many slots as pwqs were ever attached to it *at once*, not
+//! as many as were ever attached ([`PwqId`]).
+//!
+//! # Rooms
+//!
+//! This file holds the types (`Pool`, `PoolInner`, `PwqState`, `Item`,
+//! `Post`) and the policy predicates. The rest, one job a file:
+//! [`registry`] (every pool by id, making and linking pools), [`queue`]
+//! (`insert`, `steal`, `find_running`), [`kick`] (waking a worker: the two
+//! pod shapes, [`Locality`](kick::Locality)), [`pwq`] (a pwq's life and `dec_in_flight`),
+//! [`worker`] (a worker's loop and `process_one_work`), [`manage`] (starting
+//! workers), [`lane`] (the argument for lanes and spreading), [`tick`] and
+//! [`sleep`] (the watchdog's tick and look), [`lockup`], [`budget`] (the CPU
+//! quota), [`hotplug`] (the usable CPUs) and [`snap`].
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -188,7 +200,7 @@ enum WState {
     Exited,
     /// A workqueue's rescuer, attached while it runs a batch (not a pool worker).
     Rescuer,
-    /// A worker of another lane pool of the pod, attached while it takes items
+    /// A worker of another per-CPU pool of the pod, attached while it takes items
     /// of this one's lagging lane ([`Pool::host_guest`]); like a rescuer it is
     /// not counted in `nr_running` here.
     Guest,
@@ -246,7 +258,7 @@ struct WorkerSlot {
     lane: usize,
     /// L: when its current item began, while it is busy (the lane's `slow` test).
     last_start: Option<Instant>,
-    /// L: woken to help this lane pool of the pod (a spread, see [`lane`]).
+    /// L: woken to help this per-CPU pool of the pod (a spread, see [`lane`]).
     guest_for: Option<&'static Pool>,
     /// L: the thread's context-switch records (see [`crate::switches`]):
     /// `None` for a borrowed slot, or where the kernel refused a probe (the
@@ -383,7 +395,7 @@ pub(crate) struct PoolInner {
     dying: bool,
     /// L: round robin over lanes for items queued from outside the pod.
     rr: usize,
-    /// L: a lane pool's partners: the other lane pools of its pod.
+    /// L: a per-CPU pool's partners: the other per-CPU pools of its pod.
     partners: Vec<&'static Pool>,
     /// L: since when work has waited with no worker to run it and none could be
     /// started (mayday after `MAYDAY_INITIAL_TIMEOUT`).
@@ -418,10 +430,10 @@ pub(crate) struct Pool {
     pub managed: bool,
     /// The pool lock (`L:`).
     inner: Mutex<PoolInner>,
-    /// O: a lane pool's pod: every lane pool of it, by CPU, itself included
+    /// O: a per-CPU pool's pod: every per-CPU pool of it, by CPU, itself included
     /// (set once by [`link_pod`]; empty for other pools).
     pod_pools: OnceLock<Vec<&'static Pool>>,
-    /// A: read by the other lane pools of the pod without the lock: this lane
+    /// A: read by the other per-CPU pools of the pod without the lock: this lane
     /// has no counted worker and an idle one to lend (see [`lane`]). Written
     /// under `L:`. `Relaxed`: a hint; a borrower takes the lender's lock and
     /// checks again before it takes a worker.
@@ -586,7 +598,7 @@ impl PoolInner {
 
     /// Whether a worker of lane `h` starting an item should time it: only
     /// when items wait behind it and another CPU of the pod could take them
-    /// (another lane of this pool, or a partner lane pool that can lend).
+    /// (another lane of this pool, or a partner pool that can lend).
     fn should_time(&self, h: usize, cap: usize) -> bool {
         self.lanes[h].has_work()
             && (self
@@ -703,7 +715,7 @@ impl Pool {
         self.lock().list_capacity()
     }
 
-    /// A lane pool's pod, named by the id of its first lane pool.
+    /// A per-CPU pool's pod, named by the id of its first per-CPU pool.
     pub(crate) fn pod_id(&self) -> Option<u32> {
         self.pod_pools.get().and_then(|v| v.first()).map(|p| p.id)
     }

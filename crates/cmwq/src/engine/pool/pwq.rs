@@ -46,7 +46,7 @@ impl Pool {
             max_active,
             nr_active: 0,
             // Room up front, as for the lane worklists: a pwq first used late
-            // (a lane pool of the pod the queuer just moved to) must not
+            // (a per-CPU pool of the pod the queuer just moved to) must not
             // allocate on the queue path.
             inactive: VecDeque::with_capacity(PWQ_LIST_CAP),
             in_flight: [0; NR_COLORS],

@@ -186,7 +186,7 @@ pub(crate) fn unbound_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Err
     Ok(pool)
 }
 
-/// Links the lane pools of one pod (one pool per real CPU, in CPU order) so
+/// Links the per-CPU pools of one pod (one pool per real CPU, in CPU order) so
 /// that a lagging one can borrow an idle worker of another. Pools are shared
 /// by attributes, so a later workqueue with the same pod finds them linked
 /// already; the link never changes.

@@ -107,7 +107,10 @@ impl Pool {
                 trace::cpu_intensive(
                     self.id,
                     g.workers[look.i].tid,
-                    g.pwqs[g.workers[look.i].current_pwq as usize].wq.as_deref(),
+                    g.pwqs[g.workers[look.i].current_pwq as usize]
+                        .wq
+                        .as_ref()
+                        .map(|w| w.name.as_str()),
                 );
                 g = self.kick_past(g, look.i, wake);
             }

@@ -1,7 +1,7 @@
 //! A worker's life: its loop, entering and leaving idle, running one item
 //! (`worker_thread`, `worker_enter_idle`, `worker_leave_idle`,
 //! `process_one_work` in the kernel), and what happens when a worker thread
-//! dies or a guest from a partner lane pool helps out.
+//! dies or a guest from a partner pool helps out.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use crate::switches::SwitchProbe;
 use crate::sync::MutexGuard;
 use crate::trace;
 
-/// Items a lent worker takes from a lagging lane pool before it goes home to
+/// Items a lent worker takes from a lagging per-CPU pool before it goes home to
 /// look at its own lane (it is lent again if the lane still lags).
 pub(crate) const GUEST_BATCH: usize = 16;
 
@@ -54,7 +54,7 @@ impl PoolInner {
 }
 
 impl Pool {
-    /// A worker lent by a partner lane pool runs this lane's items while the
+    /// A worker lent by a partner pool runs this lane's items while the
     /// lane lags or nobody serves it (and what its busy table hands it).
     /// Returns how many it ran.
     pub(crate) fn host_guest(&'static self) -> u64 {

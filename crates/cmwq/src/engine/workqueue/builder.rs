@@ -299,7 +299,7 @@ impl WorkqueueBuilder {
         if self.cache_shard_size == Some(0) {
             return Err(Error::InvalidCacheShardSize(0));
         }
-        let params = crate::params::for_build(system_topology().online())?;
+        let params = crate::engine::params_for_build()?;
         if params.control {
             (crate::engine::hooks().control_autostart)();
         }

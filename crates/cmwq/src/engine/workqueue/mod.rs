@@ -198,7 +198,8 @@ pub(crate) fn system_topology() -> &'static Arc<Topology> {
 }
 
 impl WqInner {
-    /// The CPUs builds use, for `check_env` (which checks what a build would).
+    /// The CPUs builds use (the online CPUs of the process's topology):
+    /// what the usable CPUs start as (`pool/hotplug.rs`).
     pub(crate) fn machine_online() -> &'static [usize] {
         system_topology().online()
     }

@@ -63,7 +63,7 @@ impl WqInner {
             let Some(mut target) = PwqMap::decode(word) else {
                 continue; // only while the first table is being published
             };
-            // A pod of lane pools: queue on the lane of the CPU we run on when
+            // A pod of per-CPU pools: queue on the lane of the CPU we run on when
             // it is in the target's pod (queue_on, or a folded topology whose
             // CPU ids are not the real ones), so the wakeup stays local.
             if (cpu.is_some() || self.ctx.custom)

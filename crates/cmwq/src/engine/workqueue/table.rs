@@ -34,9 +34,9 @@ pub(super) struct Pwqs {
     /// pwq). A change of the usable CPUs that leaves this as it is leaves
     /// the generation in place.
     pub(super) live: Vec<usize>,
-    /// I: per real CPU: this workqueue's pwq in the lane pool of that CPU and
+    /// I: per real CPU: this workqueue's pwq in the per-CPU pool of that CPU and
     /// its NUMA node, when the CPU is a lane of one pod, or of pods sharing
-    /// the lane pools and the node (`Some(None)`: of several otherwise).
+    /// the per-CPU pools and the node (`Some(None)`: of several otherwise).
     pub(super) lane: Vec<Option<Option<(PwqRef, usize)>>>,
 }
 
