@@ -548,10 +548,10 @@ impl Drop for Running {
 }
 
 /// Runs one item on worker `me` (a rescuer when `counted` is false: it never
-/// counts in `nr_running`), in the kernel's order: the busy table lists it
-/// and a worker is kicked for the rest of the lane (`start_item`), it runs
-/// with the lock released (`run_item`), its accounting ends under the lock
-/// (`end_item`), and what it held is dropped outside it (`release_item`).
+/// counts in `nr_running`): the busy table lists it and a worker is kicked
+/// for the rest of the lane, it runs with the lock released, its accounting
+/// ends under the lock, and what it held goes in the release tail
+/// ([`release_item`]).
 fn process_one_work<'a>(
     pool: &'static Pool,
     me: usize,
@@ -560,74 +560,8 @@ fn process_one_work<'a>(
     cache: &mut Option<Arc<WqInner>>,
     counted: bool,
 ) -> MutexGuard<'a, PoolInner> {
-    let (pwq, color, lane) = (item.pwq, item.color, item.lane);
-    let started = start_item(&mut g, me, item, cache);
-    let managed = pool.managed && counted;
-    let wq = &started.wq;
-    if wq.cpu_intensive {
-        g.mark_out(me, BLOCKED_INTENSIVE, managed);
-    }
-    let hint = if counted {
-        let (h, prev) = (started.lane, started.prev);
-        let timed = g.should_time(h, g.cap);
-        g.workers[me].last_start = g.lanes[h].item_started(timed, prev);
-        h
-    } else {
-        usize::from(lane)
-    };
-    // Chain execution: wake another worker if work still waits and nobody
-    // runs it, or if this lane lags and another CPU of the pod is free.
-    let wake = g.kick(hint);
-    unlock_wake(pool, g, wake);
-    let (panicked, awaited) = run_item(wq, started.running.work(), started.addr);
-    if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
-    {
-        panic!("cmwq: test hook: this worker dies with its item unfinished");
-    }
-    let Started {
-        wq,
-        stale,
-        running,
-        addr,
-        ..
-    } = started;
-    let mut g = pool.lock();
-    let st = &mut g.pwqs[pwq as usize].stats;
-    st.completed += 1;
-    st.panics += u64::from(panicked);
-    *cache = Some(wq);
-    let post = end_item(pool, &mut g, me, (pwq, color, lane), managed);
-    if awaited {
-        running.work().finish_cycle();
-    }
-    let work = running.disarm();
-    release_item(pool, me, g, post, work, stale, addr, managed)
-}
-
-/// What [`start_item`] leaves for the rest of [`process_one_work`].
-struct Started {
-    /// The item's workqueue (the worker's cached reference).
-    wq: Arc<WqInner>,
-    /// The cached queue it replaced, dropped with the lock released.
-    stale: Option<Arc<WqInner>>,
-    running: Running,
-    /// The item's address, as the busy table lists it.
-    addr: usize,
-    /// The worker's lane and its previous item's start.
-    lane: usize,
-    prev: Option<std::time::Instant>,
-}
-
-/// Lists `item` as run by worker `me` (the busy table), counts its start and
-/// clears its PENDING bit, under the pool lock.
-#[inline]
-fn start_item(
-    inner: &mut PoolInner,
-    me: usize,
-    item: Item,
-    cache: &mut Option<Arc<WqInner>>,
-) -> Started {
     // One borrow of each slot the item touches: every index is checked once.
+    let inner = &mut *g;
     let p = &mut inner.pwqs[item.pwq as usize];
     let w = &mut inner.workers[me];
     // The queue of the last item is kept for the next (one reference count
@@ -666,27 +600,28 @@ fn start_item(
     if !work.once {
         work.clear_pending();
     }
-    Started {
-        wq,
-        stale,
-        running,
-        addr,
-        lane,
-        prev,
+    let managed = pool.managed && counted;
+    if wq.cpu_intensive {
+        g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
-}
-
-/// Runs the item's function with the lock released, the thread's
-/// `CURRENT` naming it. Returns (panicked, awaited).
-#[inline]
-fn run_item(wq: &Arc<WqInner>, work: &Arc<WorkInner>, addr: usize) -> (bool, bool) {
-    let wq_addr = Arc::as_ptr(wq) as usize;
+    let hint = if counted {
+        let timed = g.should_time(lane, g.cap);
+        g.workers[me].last_start = g.lanes[lane].item_started(timed, prev);
+        lane
+    } else {
+        usize::from(item.lane)
+    };
+    // Chain execution: wake another worker if work still waits and nobody
+    // runs it, or if this lane lags and another CPU of the pod is free.
+    let wake = g.kick(hint);
+    unlock_wake(pool, g, wake);
+    let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
     let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
     // catch their own). The handlers run as part of the item: what the item
     // may not wait for (itself, its queue), they may not either.
-    let out = match res {
+    let (panicked, awaited) = match res {
         Ok(awaited) => (false, awaited),
         Err(payload) => {
             wq.report_panic(payload);
@@ -694,31 +629,31 @@ fn run_item(wq: &Arc<WqInner>, work: &Arc<WorkInner>, addr: usize) -> (bool, boo
         }
     };
     CURRENT.with(|c| c.set((0, 0)));
-    out
-}
-
-/// The item ran: worker `me` counts again, its lane progressed, and the
-/// item's accounting on its pwq ends (`pwq_dec_nr_in_flight`). Returns
-/// what must be done after the unlock.
-#[inline]
-fn end_item(
-    pool: &'static Pool,
-    g: &mut PoolInner,
-    me: usize,
-    (pwq, color, lane): (u32, u8, u16),
-    managed: bool,
-) -> Post {
+    if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
+    {
+        panic!("cmwq: test hook: this worker dies with its item unfinished");
+    }
+    let mut g = pool.lock();
+    let st = &mut g.pwqs[item.pwq as usize].stats;
+    st.completed += 1;
+    st.panics += u64::from(panicked);
+    *cache = Some(wq);
     if g.workers[me].blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
-    g.lanes[usize::from(lane)].progress += 1;
+    g.lanes[usize::from(item.lane)].progress += 1;
     g.workers[me].current = 0;
     let mut post = Post::default();
-    pool.dec_in_flight(g, pwq, color, true, &mut post);
-    post
+    pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
+    if awaited {
+        running.work().finish_cycle();
+    }
+    let work = running.disarm();
+    release_item(pool, me, g, post, work, stale, addr, managed)
 }
 
-/// The release tail of an item: what it held goes with the lock released.
+/// The release tail of [`process_one_work`]: what the item held goes with
+/// the lock released.
 ///
 /// The item may be gone but for this reference, and a `Work`'s closure
 /// holds the user's values: their destructors may call into cmwq (queue
@@ -731,7 +666,7 @@ fn end_item(
 /// user's once it ran (its closure was taken, its result and waker went
 /// to the handle or were dropped): it needs none of this.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 fn release_item<'a>(
     pool: &'static Pool,
     me: usize,
