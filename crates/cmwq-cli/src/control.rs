@@ -189,26 +189,11 @@ pub const SET_SCHEMA: &str = "cmwq-set/1";
 /// Schema tag of `cmwq ps --json` (SCHEMA.md).
 pub const PS_SCHEMA: &str = "cmwq-ps/1";
 
-/// A JSON document with its `"schema"` tag first, then `doc`'s own fields.
-#[derive(serde::Serialize)]
-struct Tagged<'a, T: serde::Serialize> {
-    schema: &'static str,
-    #[serde(flatten)]
-    doc: &'a T,
-}
-
 /// Runs `cmwq dump`.
 pub fn dump(a: DumpArgs) -> Result<(), String> {
     let s = snapshot_of(a.pid, a.timeout.get()?)?;
     if a.json {
-        let doc = Tagged {
-            schema: DUMP_SCHEMA,
-            doc: &s,
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print(DUMP_SCHEMA, &s)?;
     } else {
         print!("{}", render_dump(&s));
     }
@@ -649,7 +634,11 @@ pub fn render_monitor(prev: Option<&Snapshot>, cur: &Snapshot, filter: &Filter) 
 
 /// `wq_monitor.py -j`'s record of one workqueue, plus the deltas since the
 /// previous sample.
-fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> serde_json::Value {
+fn monitor_json(
+    prev: Option<&Snapshot>,
+    cur: &Snapshot,
+    w: &WorkqueueSnap,
+) -> Result<String, String> {
     let c = Counts::of(w);
     let obj = |c: Counts| {
         serde_json::json!({
@@ -669,7 +658,6 @@ fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> s
         "timestamp".into(),
         (cur.taken_unix_ms as f64 / 1000.0).into(),
     );
-    m.insert("schema".into(), MONITOR_SCHEMA.into());
     m.insert("name".into(), w.name.clone().into());
     m.insert("unbound".into(), w.unbound.into());
     m.insert("mem_reclaim".into(), w.mem_reclaim.into());
@@ -684,7 +672,7 @@ fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> s
                 .into(),
         );
     }
-    v
+    crate::json::line(MONITOR_SCHEMA, &v)
 }
 
 /// Workqueue name patterns (`wq_monitor.py`'s REGEX arguments).
@@ -755,7 +743,7 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
         let mut text = String::new();
         if json {
             for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
-                let _ = writeln!(text, "{}", monitor_json(prev.as_ref(), &cur, w));
+                let _ = writeln!(text, "{}", monitor_json(prev.as_ref(), &cur, w)?);
             }
         } else {
             text = render_monitor(prev.as_ref(), &cur, &filter);
@@ -804,14 +792,7 @@ pub fn set(a: SetArgs) -> Result<(), String> {
         .set_knob(&a.workqueue, &a.knob, &value)
         .map_err(|e| e.to_string())?;
     if a.json {
-        let doc = Tagged {
-            schema: SET_SCHEMA,
-            doc: &attrs,
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print(SET_SCHEMA, &attrs)?;
     } else if unbound == Some(false) {
         // A bound workqueue's only attribute is max_active (the kernel's
         // sysfs shows it and per_cpu): the rest are not its own.
@@ -868,11 +849,8 @@ fn set_param(a: &SetArgs, value: &str) -> Result<(), String> {
     let mut c = Client::connect_timeout(a.pid, a.timeout.get()?).map_err(|e| e.to_string())?;
     let now = c.set_param(&a.knob, value).map_err(|e| e.to_string())?;
     if a.json {
-        let doc = serde_json::json!({ "schema": SET_SCHEMA, "param": a.knob, "value": now });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        let doc = serde_json::json!({ "param": a.knob, "value": now });
+        crate::json::print(SET_SCHEMA, &doc)?;
     } else {
         println!("workqueue.{}={now}", a.knob);
     }
@@ -924,14 +902,10 @@ pub fn ps(a: PsArgs) -> Result<(), String> {
         .collect();
     if a.json {
         let doc = serde_json::json!({
-            "schema": PS_SCHEMA,
             "socket_dir": control::socket_dir(),
             "processes": rows,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print(PS_SCHEMA, &doc)?;
         return Ok(());
     }
     println!("control sockets in {}", control::socket_dir().display());

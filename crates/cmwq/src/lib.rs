@@ -36,6 +36,7 @@
 
 #[cfg(feature = "control")]
 pub mod control;
+pub mod cpuset;
 mod engine;
 mod error;
 mod params;
@@ -84,7 +85,7 @@ pub use engine::{
     system_long, system_unbound, watchdog_looks, watchdog_thresh, watchdog_ticks, workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
-pub use engine::{debug_fail_worker_creation, debug_kill_next_worker};
+pub use engine::{debug_fail_worker_creation, debug_kill_next_worker, debug_use_topology};
 pub use error::Error;
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::Snapshot;

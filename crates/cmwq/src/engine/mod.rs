@@ -138,6 +138,8 @@ pub use watchdog::{
     watchdog_ticks,
 };
 pub use work::Work;
+#[cfg(feature = "failure-injection")]
+pub use workqueue::debug_use_topology;
 #[cfg(feature = "control")]
 pub(crate) use workqueue::find_by_name;
 pub use workqueue::{

@@ -368,9 +368,11 @@ impl WqInner {
         Ok(tab)
     }
 
-    /// A bound queue's table: every online CPU of the machine has its pool,
-    /// usable now or not (one that is not starts disassociated), so
-    /// `queue_on` of any CPU works and a CPU given back later is served.
+    /// A bound queue's table: every possible CPU of the machine has its
+    /// pool, usable now or not (one that is not starts disassociated and is
+    /// served by unbound workers), so `queue_on` of any CPU goes to that
+    /// CPU's pool, as in the kernel, and a CPU given back or brought online
+    /// later is served by it.
     fn fill_bound(
         self: &Arc<Self>,
         tab: &mut Pwqs,
@@ -378,7 +380,7 @@ impl WqInner {
         prio: PoolPrio,
         color: u8,
     ) -> Result<(), Error> {
-        for &c in system_topology().machine_online() {
+        for &c in system_topology().possible() {
             let pool = pool::bound_pool(c, prio, self.ctx.wake)?;
             let id = pool.attach(self.clone(), max_active, 0, color, false)?;
             let r = PwqRef { pool, id };
