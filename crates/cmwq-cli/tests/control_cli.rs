@@ -246,7 +246,7 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
             pool.pod_cpus, s.topology.online,
             "the system pod spans every CPU"
         );
-        // The pool or pools serving the CPUs now: one lane pool per CPU of
+        // The pool or pools serving the CPUs now: one per-CPU pool per CPU of
         // the system pod (README, "Where user space differs"), each naming
         // the whole pod.
         let serving: Vec<u32> = w.cpu_pool.iter().flatten().copied().collect();

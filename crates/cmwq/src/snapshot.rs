@@ -191,7 +191,7 @@ pub struct PoolSnap {
     pub cpus: Vec<usize>,
     /// Real CPUs of the pod the pool serves.
     pub pod_cpus: Vec<usize>,
-    /// A pod of several CPUs is served by one pool per CPU (a *lane pool*,
+    /// A pod of several CPUs is served by one pool per CPU (a *per-CPU pool*,
     /// see the README's "Where user space differs"): this pool's CPU. `None`
     /// for every other pool.
     #[cfg_attr(feature = "serde", serde(default))]

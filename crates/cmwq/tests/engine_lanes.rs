@@ -149,11 +149,11 @@ struct Probe {
 /// `max_active` holds and the locality and stealing paths both ran.
 #[test]
 fn stress_on_a_pod_keeps_every_rule_on_both_paths() {
-    // Managed: a lane pool per CPU, lent workers steal.
+    // Managed: a per-CPU pool per CPU, lent workers steal.
     stress("lanes_stress", 5, cmwq::UnboundConcurrency::PerCpu);
 }
 
-/// The same on one laned pool (the kernel's unmanaged pools, and the default
+/// The same on one shared pool (the kernel's unmanaged pools, and the default
 /// pool of every unbound queue): workers re-homed, stealing inside the pool.
 #[test]
 fn stress_on_a_laned_pool_keeps_every_rule_on_both_paths() {

@@ -252,7 +252,7 @@ fn apply(wq: &Workqueue, knob: &str, value: &str) -> Result<(), String> {
     match knob {
         "affinity_scope" => {
             let scope = if value == "default" {
-                crate::params::params().map_err(e)?.affinity_scope
+                crate::engine::params().map_err(e)?.affinity_scope
             } else {
                 value.parse::<Scope>().map_err(|_| {
                     "expected cpu, smt, cache, cache_shard, numa, system or default".to_string()

@@ -89,7 +89,11 @@ impl PoolInner {
                 let (slot, tid) = (w.current_pwq as usize, w.tid);
                 self.mark_out(i, BLOCKED_SAMPLED, true);
                 self.pwqs[slot].stats.sampled += 1;
-                trace::blocked_sampled(self.pool_id, tid, self.pwqs[slot].wq.as_deref());
+                trace::blocked_sampled(
+                    self.pool_id,
+                    tid,
+                    self.pwqs[slot].wq.as_ref().map(|w| w.name.as_str()),
+                );
                 true
             }
             Seen::Awake if w.blocked & BLOCKED_SAMPLED != 0 => {
