@@ -321,7 +321,7 @@ fn ordered_order_holds_across_lanes() {
 fn a_pool_adopts_its_partners_idle_workers() {
     const N: usize = 8;
     let Some((a, b)) = two_cpus() else { return };
-    let wq = pod_queue("lanes_adopt", 5);
+    let wq = pod_queue("lanes_adopt", 9);
     let burst = |cpu: usize| {
         let wq = wq.clone();
         thread::spawn(move || {
