@@ -228,6 +228,11 @@ pub struct PoolSnap {
     /// after the CPU came back (the kernel's `rebind_workers`).
     #[cfg_attr(feature = "serde", serde(default))]
     pub rebinds: u64,
+    /// Idle workers this per-CPU pool took from a partner pool of its pod
+    /// instead of starting a thread (adoption; see the README's "Where user
+    /// space differs").
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub adopted: u64,
     /// One per real CPU of the pod (a bound pool has one): where items were
     /// queued and who ran them. Not in the kernel, which has one worklist per
     /// pool; see the README's "Where user space differs".

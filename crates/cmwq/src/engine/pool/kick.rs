@@ -297,5 +297,9 @@ impl Pool {
         if self.lendable.0.load(Ordering::Relaxed) != v {
             self.lendable.0.store(v, Ordering::Relaxed);
         }
+        let spare = l.idle.len() > super::manage::KEEP_IDLE && !g.dying;
+        if self.spare.0.load(Ordering::Relaxed) != spare {
+            self.spare.0.store(spare, Ordering::Relaxed);
+        }
     }
 }

@@ -260,6 +260,9 @@ struct WorkerSlot {
     last_start: Option<Instant>,
     /// L: woken to help this per-CPU pool of the pod (a spread, see [`lane`]).
     guest_for: Option<&'static Pool>,
+    /// L: woken to move to this per-CPU pool of the pod, into its worker
+    /// slot, instead of a thread started there (see [`manage`]'s adoption).
+    adopted_by: Option<worker::Adoption>,
     /// L: the thread's context-switch records (see [`crate::switches`]):
     /// `None` for a borrowed slot, or where the kernel refused a probe (the
     /// `/proc` sampler looks at it instead).
@@ -298,6 +301,7 @@ impl WorkerSlot {
             lane: 0,
             last_start: None,
             guest_for: None,
+            adopted_by: None,
             probe: None,
             look_seq: 0,
             label: super::work::Label::Static(""),
@@ -441,6 +445,12 @@ pub(crate) struct Pool {
     /// under `L:`. `Relaxed`: a hint; a borrower takes the lender's lock and
     /// checks again before it takes a worker.
     lendable: Lendable,
+    /// A per-CPU pool of a pod tells its partners that it has an idle
+    /// worker, busy lane or not: a partner that needs a worker adopts it
+    /// rather than start a thread (see [`manage`]). `Relaxed`, on a line of
+    /// its own, written only when it changes: a hint, checked again under
+    /// this pool's lock.
+    spare: Lendable,
     /// A: its items were seen to block (the `/proc` sampler found a worker
     /// asleep in one), or `CMWQ_BLOCK_DETECT=switch` says to act as if they
     /// had: its workers read their context-switch records where perf allows,
@@ -458,6 +468,9 @@ pub(crate) struct Pool {
     /// A: worker threads that died outside every `catch_unwind` (and were
     /// replaced) (`Relaxed`: a counter).
     pub workers_lost: AtomicU64,
+    /// Workers this pool took from a partner pool of its pod instead of
+    /// starting a thread (see `manage`'s adoption).
+    pub adopted: AtomicU64,
 }
 
 /// [`Pool::lendable`] on a cache line of its own: the other CPUs of the pod

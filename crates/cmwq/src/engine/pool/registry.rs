@@ -135,11 +135,13 @@ pub(super) fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> 
         }),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
+        spare: Lendable::default(),
         blocks: AtomicBool::new(crate::switches::probe_from_start()),
         budget_waiting: AtomicBool::new(false),
         create_failed: AtomicU64::new(0),
         prio_failed: AtomicU64::new(0),
         workers_lost: AtomicU64::new(0),
+        adopted: AtomicU64::new(0),
     }));
     let _ = POOLS[id as usize].set(pool);
     Ok(pool)

@@ -135,11 +135,33 @@ impl Pool {
     }
 }
 
-/// A worker thread (`worker_thread`): set up, then wait idle for work
-/// (`wait_for_work`), help a partner's lagging lane if lent
+/// Where an adopted worker goes: the partner pool, its slot there, its lane.
+pub(super) type Adoption = (&'static Pool, usize, usize);
+
+/// A worker thread's life over the pools it serves: it starts in one, and
+/// may be adopted by a partner pool of the same pod (see [`manage`]'s
+/// adoption), taking its context-switch probe along.
+///
+/// [`manage`]: super::manage
+pub(super) fn run_worker(pool: &'static Pool, me: usize, home: usize) {
+    let mut next = worker_thread(pool, me, home, None);
+    while let Some(((pool, me, home), probe)) = next.take() {
+        crate::engine::threads::rename_current(&super::manage::worker_name(pool, me));
+        next = worker_thread(pool, me, home, probe);
+    }
+}
+
+/// A worker thread in one pool (`worker_thread`): set up, then wait idle for
+/// work (`wait_for_work`), help a partner's lagging lane if lent
 /// (`help_as_guest`), and run items while its lane has them (`run_busy`);
-/// it returns when it leaves the pool (culled, or the pool was let go).
-pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
+/// it returns when it leaves the pool: culled or let go (`None`), or
+/// adopted by a partner pool (where to go next, and its probe).
+fn worker_thread(
+    pool: &'static Pool,
+    me: usize,
+    home: usize,
+    carried: Option<SwitchProbe>,
+) -> Option<(Adoption, Option<SwitchProbe>)> {
     WORKER.with(|w| w.set(Some((pool.id, me))));
     // Nice 0 keeps what the thread inherited (a process run under `nice` stays
     // niced) unless it inherited a real-time policy from its creator.
@@ -158,8 +180,13 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     // Opened on this thread, before the lock: a syscall and a mapping. Once
     // tried (now, or after the item during which the pool was first seen
     // to block), never again: a refusal is not retried per item.
-    let mut probe_tried = pool.probe_wanted();
-    let probe = probe_tried.then(SwitchProbe::open_current).flatten();
+    let (mut probe_tried, probe) = match carried {
+        Some(p) => (true, Some(p)),
+        None => {
+            let want = pool.probe_wanted();
+            (want, want.then(SwitchProbe::open_current).flatten())
+        }
+    };
     let mut g = worker_start(pool, me, home, probe);
     // Went idle to let other pools have its unit of the CPU budget.
     let mut yielded = false;
@@ -169,10 +196,11 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
             && g.work_for(h)
             && (!pool.managed || g.budget_take(me, pool));
         if !go {
-            let Some(back) = wait_for_work(pool, me, g) else {
-                return;
-            };
-            g = back;
+            match wait_for_work(pool, me, g) {
+                Idle::Work(back) => g = back,
+                Idle::Left => return None,
+                Idle::Adopted(to, probe) => return Some((to, probe)),
+            }
         }
         g.workers[me].state = WState::Running;
         if let Some(to) = g.workers[me].guest_for.take() {
@@ -232,15 +260,21 @@ fn worker_start(
     g
 }
 
+/// How an idle wait ends.
+enum Idle {
+    /// Picked, or work found: the lock, to go on with.
+    Work(MutexGuard<'static, PoolInner>),
+    /// Left the pool: culled, or the pool was let go.
+    Left,
+    /// Adopted by a partner pool: left this one, goes there.
+    Adopted(Adoption, Option<SwitchProbe>),
+}
+
 /// Worker `me` waits on its lane's idle stack until it is picked or finds
-/// work (`worker_enter_idle`, park, `worker_leave_idle`). Returns `None`
-/// when it left the pool instead: idle beyond the cull rule, or the pool
-/// was let go (also when that happened while this worker was busy).
-fn wait_for_work(
-    pool: &'static Pool,
-    me: usize,
-    mut g: MutexGuard<'static, PoolInner>,
-) -> Option<MutexGuard<'static, PoolInner>> {
+/// work (`worker_enter_idle`, park, `worker_leave_idle`), or until it leaves
+/// the pool: idle beyond the cull rule, the pool let go (also when that
+/// happened while this worker was busy), or adopted by a partner pool.
+fn wait_for_work(pool: &'static Pool, me: usize, mut g: MutexGuard<'static, PoolInner>) -> Idle {
     let h = g.workers[me].lane;
     g.enter_idle(me);
     pool.update_lendable(&g);
@@ -248,21 +282,27 @@ fn wait_for_work(
     let mut kick = g.budget_give(me);
     let mut timed_out = false;
     loop {
-        if (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
-            trace::worker_culled(pool.id, me, g.dying);
+        let adopted = g.workers[me].adopted_by.take();
+        if adopted.is_some() || (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
+            if adopted.is_none() {
+                trace::worker_culled(pool.id, me, g.dying);
+            }
             g.leave_idle(me);
             g.workers[me].state = WState::Exited;
             g.workers[me].thread = None;
             let probe = g.workers[me].probe.take();
             g.nr_workers -= 1;
             pool.update_lendable(&g);
-            // The mapping goes with the lock released.
             drop(g);
-            drop(probe);
             if kick {
                 budget::kick_waiters();
             }
-            return None;
+            if let Some(to) = adopted {
+                return Idle::Adopted(to, probe);
+            }
+            // The mapping goes with the lock released.
+            drop(probe);
+            return Idle::Left;
         }
         drop(g);
         if std::mem::take(&mut kick) {
@@ -278,15 +318,19 @@ fn wait_for_work(
             // a peak left big (another lane's, a pwq's) shrinks now.
             g.shrink_lists();
         }
+        if g.workers[me].adopted_by.is_some() {
+            // Adopted by a partner pool: leave (at the top of the loop).
+            continue;
+        }
         if g.workers[me].state == WState::Woken {
             // Picked for a lane (maybe re-homed onto it by the waker).
             let h = g.workers[me].lane;
             g.lanes[h].nr_woken -= 1;
-            return Some(g);
+            return Idle::Work(g);
         }
         if g.work_for(h) && (!pool.managed || g.budget_take(me, pool)) {
             g.leave_idle(me);
-            return Some(g);
+            return Idle::Work(g);
         }
     }
 }
