@@ -165,7 +165,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     // seen by it.
     let target = pool.pin_target(&g, g.lanes[home].cpu);
     Pool::pin(0, &target);
-    g.workers[me].probe = probe;
+    g.set_probe(me, probe);
     g.nr_starting -= 1;
     g.workers[me].state = WState::Running;
     // Went idle to let other pools have its unit of the CPU budget.
@@ -291,7 +291,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
                 drop(g);
                 let probe = SwitchProbe::open_current();
                 g = pool.lock();
-                g.workers[me].probe = probe;
+                g.set_probe(me, probe);
             }
             items += 1;
             if budget::on() && g.budget_yield(me, items, pool) {
