@@ -277,7 +277,11 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
             } else {
                 break;
             };
-            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != me) {
+            // A one-off job runs once: no other instance can be running
+            // (its cell is reused only after the busy table let go of it).
+            if !item.work.once
+                && let Some(other) = g.find_executing(&item.work).filter(|&o| o != me)
+            {
                 // Non-reentrancy inside the pool: the item waits for its running instance.
                 g.workers[other].scheduled.push_back(item);
                 continue;
