@@ -809,9 +809,30 @@ impl std::fmt::Debug for Workqueue {
     }
 }
 
+/// A topology a test put in place of the machine's (see [`debug_use_topology`]).
+#[cfg(feature = "failure-injection")]
+static TOPOLOGY_OVERRIDE: OnceLock<Topology> = OnceLock::new();
+
+/// Failure injection: the engine reads `t` instead of `/sys` for the machine's
+/// topology (its possible and online CPUs, its pods). Takes effect only before
+/// the first workqueue is built; returns false when it is too late. For tests
+/// of CPUs the machine does not have (a possible CPU that is not online), with
+/// the `failure-injection` feature only.
+#[cfg(feature = "failure-injection")]
+pub fn debug_use_topology(t: Topology) -> bool {
+    SYSTEM_TOPOLOGY.get().is_none() && TOPOLOGY_OVERRIDE.set(t).is_ok()
+}
+
+/// The machine's topology, read once (restricted to the CPUs the process may
+/// use when it was read; the usable set is followed later by `pool::hotplug`).
+static SYSTEM_TOPOLOGY: OnceLock<Arc<Topology>> = OnceLock::new();
+
 pub(crate) fn system_topology() -> &'static Arc<Topology> {
-    static T: OnceLock<Arc<Topology>> = OnceLock::new();
-    T.get_or_init(|| {
+    SYSTEM_TOPOLOGY.get_or_init(|| {
+        #[cfg(feature = "failure-injection")]
+        if let Some(t) = TOPOLOGY_OVERRIDE.get() {
+            return Arc::new(t.clone());
+        }
         let t = Topology::detect()
             .and_then(|t| t.restrict_to_affinity())
             .or_else(|_| {
@@ -1294,10 +1315,12 @@ impl WqInner {
         let max_active = attrs.max_active;
         let res = (|| -> Result<(), Error> {
             if !self.unbound {
-                // Every online CPU of the machine has its pool, usable now
-                // or not (one that is not starts disassociated), so `queue_on`
-                // of any CPU works and a CPU given back later is served.
-                for &c in system_topology().machine_online() {
+                // Every possible CPU of the machine has its pool, usable now
+                // or not (one that is not starts disassociated and is served
+                // by unbound workers), so `queue_on` of any CPU goes to that
+                // CPU's pool, as in the kernel, and a CPU given back or
+                // brought online later is served by it.
+                for &c in system_topology().possible() {
                     let pool = pool::bound_pool(c, prio, ctx.wake)?;
                     let id = pool.attach(self.clone(), max_active, 0, color, false)?;
                     let r = PwqRef { pool, id };

@@ -1170,7 +1170,11 @@ impl Pool {
             dead: false,
             plugged,
         };
-        if g.nr_workers == 0 {
+        // A pool starts with one idle worker, except the pool of a CPU that
+        // is not usable (never online, or outside the process's CPUs): a
+        // machine may list hundreds of possible CPUs, and such a pool gets its
+        // first worker from the watchdog when an item is queued there.
+        if g.nr_workers == 0 && !g.disassociated {
             g = self.create_worker(g, 0);
         }
         drop(g);
