@@ -36,8 +36,10 @@
 
 #[cfg(feature = "control")]
 pub mod control;
+pub mod cpuset;
 mod engine;
 mod error;
+pub mod hist;
 mod params;
 pub mod percpu;
 mod priority;

@@ -264,6 +264,8 @@ struct OldPwqs {
     retired: Vec<PwqRef>,
     /// WQ old: the counters of the retired pwqs that died and were freed.
     dead_stats: PwqStats,
+    /// WQ old: their latency histograms (none if the queue keeps none).
+    dead_lat: crate::hist::PwqLatency,
 }
 
 /// The shared state of a workqueue. Locking: see the engine's module docs
@@ -282,6 +284,8 @@ pub(crate) struct WqInner {
     pub ordered: bool,
     /// I: `WQ_CPU_INTENSIVE`.
     pub cpu_intensive: bool,
+    /// I: keeps latency histograms ([`WorkqueueBuilder::latency_histograms`]).
+    pub latency: bool,
     /// A: frozen (`FREEZABLE` queues). `Relaxed`: ordered by the pool locks;
     /// `freeze` stores it before it polls every pwq under its pool lock, and
     /// an item is activated only under its pool lock, so an activation that
@@ -421,6 +425,7 @@ impl WqInner {
         old.retired.swap_remove(i);
         let st = pool.pwq_stats(id);
         old.dead_stats.add(&st);
+        pool.pwq_latency(id, &mut old.dead_lat);
         pool.detach(id);
     }
 
@@ -711,6 +716,7 @@ pub struct WorkqueueBuilder {
     fallback: bool,
     nice: Option<i32>,
     panic_handler: Option<PanicHandler>,
+    latency: Option<bool>,
 }
 
 /// A workqueue's own panic handler (see [`WorkqueueBuilder::panic_handler`]).
@@ -872,6 +878,14 @@ impl WorkqueueBuilder {
     /// `WQ_FREEZABLE`.
     pub fn freezable(self) -> Self {
         self.flags(WqFlags::FREEZABLE)
+    }
+    /// Keeps latency histograms (time from queued to started, and run
+    /// time; see [`crate::hist`] and [`Workqueue::latency`]), or not. The
+    /// default is `CMWQ_LATENCY_HIST` (`on` or `off`), off when unset: each
+    /// item then costs three clock reads and two bucket increments.
+    pub fn latency_histograms(mut self, on: bool) -> Self {
+        self.latency = Some(on);
+        self
     }
     /// `max_active`: 1..=[`MAX_ACTIVE`]; default [`DFL_ACTIVE`]. Items that
     /// wait for later items of their own queue can use up every slot and
@@ -1166,6 +1180,7 @@ impl WorkqueueBuilder {
             tid: std::sync::atomic::AtomicI32::new(0),
         });
         let nodes = (0..nr_nodes).map(|_| NodeActive::new(max_active)).collect();
+        let latency = self.latency.unwrap_or(params.latency_hist);
         let inner = Arc::new(WqInner {
             name: self.name.clone(),
             panic_handler: self.panic_handler.clone(),
@@ -1173,6 +1188,7 @@ impl WorkqueueBuilder {
             unbound,
             ordered: self.ordered,
             cpu_intensive: self.flags.contains(WqFlags::CPU_INTENSIVE),
+            latency,
             frozen: AtomicBool::new(false),
             draining: AtomicU32::new(0),
             destroyed: AtomicBool::new(false),
@@ -1182,7 +1198,10 @@ impl WorkqueueBuilder {
             node_cpus: Mutex::new(vec![0; nr_nodes]),
             cur: Mutex::new(Arc::new(Pwqs::empty())),
             map: PwqMap::new(map_len),
-            old: Mutex::new(OldPwqs::default()),
+            old: Mutex::new(OldPwqs {
+                dead_lat: crate::hist::PwqLatency::new(latency),
+                ..OldPwqs::default()
+            }),
             chain: Mutex::new(VecDeque::new()),
             ctx,
             attrs: Mutex::new(attrs.clone()),
@@ -1493,12 +1512,14 @@ impl WqInner {
         let OldPwqs {
             retired,
             dead_stats,
+            dead_lat,
         } = old;
         retired.retain(|r| {
             if !r.pool.with_pwq(r.id, |p| p.dead) {
                 return true;
             }
             dead_stats.add(&r.pool.pwq_stats(r.id));
+            r.pool.pwq_latency(r.id, dead_lat);
             r.pool.detach(r.id);
             false
         });
@@ -1653,6 +1674,7 @@ impl Workqueue {
             fallback: false,
             nice: None,
             panic_handler: None,
+            latency: None,
         }
     }
 
@@ -2151,6 +2173,33 @@ impl Workqueue {
         out
     }
 
+    /// The latency histograms (see [`crate::hist`]): time from queued to
+    /// started and from started to ended of every item that ended, summed
+    /// over the queue's pwqs; `None` for a queue built without them
+    /// ([`WorkqueueBuilder::latency_histograms`]).
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// let wq = Workqueue::builder("lat").latency_histograms(true).build().unwrap();
+    /// let w = Work::new(|| {});
+    /// wq.queue(&w);
+    /// wq.flush();
+    /// let lat = wq.latency().unwrap();
+    /// assert_eq!((lat.queue.count, lat.run.count), (1, 1));
+    /// assert!(lat.queue.p99().is_some());
+    /// ```
+    pub fn latency(&self) -> Option<crate::hist::WqLatency> {
+        let mut sum = crate::hist::PwqLatency::new(self.inner.latency);
+        // Under `WQ old`, as in `stats`: each pwq counted once.
+        let old = self.inner.old.lock();
+        sum.add(&old.dead_lat);
+        for r in self.inner.pwqs().all.iter().chain(&old.retired) {
+            r.pool.pwq_latency(r.id, &mut sum);
+        }
+        drop(old);
+        sum.snap()
+    }
+
     /// The current attributes (the kernel's sysfs files of an unbound queue).
     pub fn attrs(&self) -> WqAttrs {
         self.inner.attrs.lock().clone()
@@ -2631,6 +2680,7 @@ impl Workqueue {
             attrs,
             node_nr_active: self.node_nr_active(),
             node_max_active: self.node_max_active(),
+            latency: self.latency(),
             rescuer,
             pwqs,
             stats: self.stats(),
