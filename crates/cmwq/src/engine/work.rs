@@ -126,6 +126,13 @@ impl<F: Fn() + Send + Sync + 'static> Job for Labeled<F> {
 /// - `queued`, `done` A: cycles begun and ended. `SeqCst`: `done` pairs with
 ///   `waiters` (a finisher adds to `done` then reads `waiters`; a waiter adds
 ///   to `waiters` then reads `done`), and `queued` is read with them.
+///   `queued` has one writer at a time, the thread whose claim set PENDING:
+///   the next claim can succeed only after this cycle's item was put on a
+///   list (under a pool or timer lock, after the write) and PENDING was
+///   cleared (a `SeqCst` RMW the next claim reads from), so it is a plain
+///   load and a `Release` store, not a read-modify-write; a waiter that
+///   follows a `queue` (same thread, or synchronized with it) sees the new
+///   count, one that races with it may wait for the cycle before.
 /// - `waiters` A: threads in `wait_cycles`. `SeqCst`: pairs with `done`.
 /// - `wait_lock` W: taken only to wait on and notify `wait_cv`.
 /// - `queued_at` A: when the item was put on a worklist (ns, see
@@ -234,7 +241,11 @@ impl<J: ?Sized> WorkCell<J> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.queued.fetch_add(1, Ordering::SeqCst);
+                    // Only the owner of PENDING writes `queued` (see the
+                    // struct's docs): a load and a store count the cycle,
+                    // no second read-modify-write.
+                    let q = self.queued.load(Ordering::Relaxed);
+                    self.queued.store(q + 1, Ordering::Release);
                     return true;
                 }
                 Err(now) => s = now,

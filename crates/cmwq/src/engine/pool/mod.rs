@@ -425,6 +425,10 @@ pub(crate) struct PoolInner {
     /// L: times its workers were bound to its CPU again after it came back
     /// (the kernel's `rebind_workers`).
     rebinds: u64,
+    /// L: some worker of the pool was given a context-switch probe (see
+    /// [`sleep`]); never cleared. Without one nobody can be seen asleep, and
+    /// the per-item look for a sleeping runner is skipped.
+    probed: bool,
 }
 
 /// A worker pool.

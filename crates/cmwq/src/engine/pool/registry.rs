@@ -117,6 +117,7 @@ pub(super) fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> 
             cap,
             disassociated: false,
             rebinds: 0,
+            probed: false,
             lanes: lane_cpus.into_iter().map(Lane::new).collect(),
             workers: Vec::new(),
             nr_workers: 0,

@@ -254,7 +254,7 @@ fn worker_start(
     g.workers[me].tid = sched::gettid();
     let target = pool.pin_target(&g, g.lanes[home].cpu);
     Pool::pin(0, &target);
-    g.workers[me].probe = probe;
+    g.set_probe(me, probe);
     g.nr_starting -= 1;
     g.workers[me].state = WState::Running;
     g
@@ -385,7 +385,11 @@ fn run_busy(
         } else {
             return (g, false);
         };
-        if let Some(other) = g.find_executing(&item.work).filter(|&o| o != me) {
+        // A one-off job runs once: no other instance can be running
+        // (its cell is reused only after the busy table let go of it).
+        if !item.work.once
+            && let Some(other) = g.find_executing(&item.work).filter(|&o| o != me)
+        {
             // Non-reentrancy inside the pool: the item waits for its running instance.
             g.workers[other].scheduled.push_back(item);
             continue;
@@ -399,7 +403,7 @@ fn run_busy(
             drop(g);
             let probe = SwitchProbe::open_current();
             g = pool.lock();
-            g.workers[me].probe = probe;
+            g.set_probe(me, probe);
         }
         items += 1;
         if budget::on() && g.budget_yield(me, items, pool) {
