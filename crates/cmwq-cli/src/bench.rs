@@ -25,7 +25,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "B", default_value_t = 1)]
     pub batch: usize,
     /// Affinity scopes for cmwq, comma-separated; run in the kernel's order
-    /// (cpu, smt, cache_shard, cache, numa, system) [default: all]
+    /// (cpu, smt, cache_shard, cache, numa, system), or `none` to run only the
+    /// peers of --vs [default: all]
     #[arg(long, value_name = "LIST")]
     pub scopes: Option<String>,
     /// Peers to run beside cmwq: comma-separated names or `all`

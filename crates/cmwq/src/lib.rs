@@ -65,6 +65,7 @@ pub mod control;
 pub mod cpuset;
 mod engine;
 mod error;
+pub mod hist;
 mod params;
 pub mod percpu;
 mod priority;
@@ -114,7 +115,6 @@ pub use engine::{
 #[cfg_attr(docsrs, doc(cfg(feature = "failure-injection")))]
 pub use engine::{debug_fail_worker_creation, debug_kill_next_worker, debug_use_topology};
 pub use error::Error;
-pub use params::check_env;
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::Snapshot;
 pub use switches::{BlockDetection, block_detection};
@@ -122,3 +122,24 @@ pub use types::{
     DFL_ACTIVE, MAX_ACTIVE, MIN_ACTIVE, PoolCounts, UnboundConcurrency, WakeMode, WorkqueueStats,
     WqAttrs, WqFlags,
 };
+
+/// Checks every `CMWQ_*` variable now, for a service that wants a bad value
+/// to stop it at startup rather than at its first `build()`: it refuses
+/// whatever a build would refuse, with the same error.
+///
+/// ```
+/// cmwq::check_env().expect("the CMWQ_* variables parse");
+/// ```
+pub fn check_env() -> Result<(), Error> {
+    engine::check_env()?;
+    if percpu::Mode::from_env().is_err() {
+        return Err(Error::BadEnv {
+            var: percpu::QPW_ENV.into(),
+            value: std::env::var_os(percpu::QPW_ENV)
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            expected: "0 or 1".into(),
+        });
+    }
+    Ok(())
+}

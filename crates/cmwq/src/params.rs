@@ -13,6 +13,7 @@
 //! | `CMWQ_CPU_QUOTA` | `auto` (ceil of the cgroup CPU quota), `off`, or N: most workers of managed pools running at once ([`crate::cpu_budget`]) | — |
 //! | `CMWQ_WATCHDOG_THRESH` | seconds a pool may have work waiting and start none before the lockup watchdog reports it; 0 turns it off ([`crate::set_watchdog_thresh`]) | `workqueue.watchdog_thresh` |
 //! | `CMWQ_WORKER_STACK` | the stack size of worker threads, in bytes (`K`, `M`, `G` suffixes) | — |
+//! | `CMWQ_LATENCY_HIST` | `on` or `off` (default): whether queues keep latency histograms unless built saying ([`crate::WorkqueueBuilder::latency_histograms`]) | — |
 //!
 //! A value that does not parse is an error naming the variable and the value,
 //! returned by every `build()`; it is never silently ignored. One function,
@@ -35,6 +36,14 @@ pub(crate) struct Params {
     pub unbound_cpus: Option<Vec<usize>>,
     /// `CMWQ_CONTROL=1`: serve the control endpoint.
     pub control: bool,
+    /// `CMWQ_LATENCY_HIST=on`: queues keep latency histograms by default.
+    pub latency_hist: bool,
+    /// `CMWQ_SPREAD_US`: the engine's spread threshold, in µs (applied by
+    /// the engine when it first reads the parameters: `engine::params`).
+    pub spread_us: Option<u64>,
+    /// `CMWQ_WATCHDOG_THRESH`: the lockup watchdog's threshold, in seconds
+    /// (applied as `spread_us`).
+    pub watchdog_thresh: Option<u64>,
 }
 
 /// Reads `var`: `Ok(None)` if unset or empty, the parsed value, or an error
@@ -101,11 +110,17 @@ pub(crate) fn parse_params(
         cache_shard_size,
         unbound_cpus,
         control: false,
+        latency_hist: false,
+        spread_us: None,
+        watchdog_thresh: None,
     })
 }
 
 /// The lockup watchdog's threshold (the kernel's `workqueue.watchdog_thresh`).
 pub(crate) const WATCHDOG_THRESH_ENV: &str = "CMWQ_WATCHDOG_THRESH";
+
+/// Whether queues keep latency histograms by default (see [`crate::hist`]).
+pub(crate) const LATENCY_HIST_ENV: &str = "CMWQ_LATENCY_HIST";
 
 /// The CPU budget's mode (see [`crate::quota::QuotaMode`]).
 pub(crate) const CPU_QUOTA_ENV: &str = "CMWQ_CPU_QUOTA";
@@ -126,12 +141,15 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
             _ => None,
         })?
         .unwrap_or(false);
-        let spread = env_parse("CMWQ_SPREAD_US", "a number of microseconds >= 1", |s| {
+        p.latency_hist = env_parse(LATENCY_HIST_ENV, "on or off", |s| match s {
+            "on" | "1" => Some(true),
+            "off" | "0" => Some(false),
+            _ => None,
+        })?
+        .unwrap_or(false);
+        p.spread_us = env_parse("CMWQ_SPREAD_US", "a number of microseconds >= 1", |s| {
             s.parse::<u64>().ok().filter(|&n| n >= 1)
         })?;
-        if let Some(us) = spread {
-            crate::set_spread_thresh(std::time::Duration::from_micros(us));
-        }
         // Read by the engine where it is first needed; refused here, where
         // `build()` and `check_env()` both see it.
         env_parse(crate::switches::ENV, "auto, switch, proc or off", |s| {
@@ -144,14 +162,11 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
             "auto (the cgroup's quota), off, or a number of running workers >= 1",
             crate::quota::QuotaMode::parse,
         )?;
-        let lockup = env_parse(
+        p.watchdog_thresh = env_parse(
             WATCHDOG_THRESH_ENV,
             "a whole number of seconds (30 by default; 0 turns the lockup watchdog off)",
             |s| s.parse::<u64>().ok(),
         )?;
-        if let Some(secs) = lockup {
-            crate::set_watchdog_thresh(secs);
-        }
         worker_stack()?;
         Ok(p)
     })
@@ -162,7 +177,7 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
 /// What every `build()` checks of the environment, with the machine's
 /// `online` CPUs: the parsed defaults (which it returns), `CMWQ_UNBOUND_CPUS`
 /// naming at least one of `online`, and `CMWQ_HIGHPRI_POLICY` (unless
-/// [`crate::set_highpri_policy`] chose the policy). [`check_env`] calls it
+/// [`crate::set_highpri_policy`] chose the policy). [`crate::check_env`] calls it
 /// too, so it refuses exactly what a build would, with the same error.
 pub(crate) fn for_build(online: &[usize]) -> Result<&'static Params, Error> {
     let p = params()?;
@@ -219,27 +234,6 @@ pub(crate) fn worker_stack() -> Result<Option<usize>, Error> {
         )
     })
     .clone()
-}
-
-/// Checks every `CMWQ_*` variable now, for a service that wants a bad value
-/// to stop it at startup rather than at its first `build()`: it refuses
-/// whatever a build would refuse, with the same error.
-///
-/// ```
-/// cmwq::check_env().expect("the CMWQ_* variables parse");
-/// ```
-pub fn check_env() -> Result<(), Error> {
-    for_build(crate::engine::WqInner::machine_online())?;
-    if crate::percpu::Mode::from_env().is_err() {
-        return Err(Error::BadEnv {
-            var: crate::percpu::QPW_ENV.into(),
-            value: std::env::var_os(crate::percpu::QPW_ENV)
-                .map(|v| v.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            expected: "0 or 1".into(),
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

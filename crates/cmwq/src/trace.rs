@@ -40,12 +40,10 @@
 //! reconfigure cmwq work synchronously from its `event` callback (handing the
 //! record to another thread, as log writers do, is fine).
 
-use crate::engine::WqInner;
-
 /// The name of a pwq's workqueue (`?`: the pwq is gone).
 #[cfg(feature = "tracing")]
-fn name(wq: Option<&WqInner>) -> &str {
-    wq.map_or("?", |w| w.name.as_str())
+fn name(wq: Option<&str>) -> &str {
+    wq.unwrap_or("?")
 }
 
 /// What a work item panicked with.
@@ -115,10 +113,10 @@ pub(crate) fn worker_culled(pool: u32, worker: usize, dying: bool) {
     let _ = (pool, worker, dying);
 }
 
-/// The watchdog found worker `tid` of pool `pool` running one item of `wq`
-/// past the CPU-intensive threshold; it no longer holds back the pool.
+/// The watchdog found worker `tid` of pool `pool` running one item of workqueue `wq`
+/// (`None`: its pwq is gone) past the CPU-intensive threshold; it no longer holds back the pool.
 #[inline(always)]
-pub(crate) fn cpu_intensive(pool: u32, tid: i32, wq: Option<&WqInner>) {
+pub(crate) fn cpu_intensive(pool: u32, tid: i32, wq: Option<&str>) {
     #[cfg(feature = "tracing")]
     tracing::info!(target: "cmwq", pool, tid, workqueue = name(wq), "cpu-intensive work item");
     #[cfg(not(feature = "tracing"))]
@@ -126,9 +124,9 @@ pub(crate) fn cpu_intensive(pool: u32, tid: i32, wq: Option<&WqInner>) {
 }
 
 /// The `/proc` sampler found worker `tid` of pool `pool` asleep (a thread
-/// in `S` or `D` state) in an item of `wq` that did not say it blocks.
+/// in `S` or `D` state) in an item of workqueue `wq` (`None`: its pwq is gone) that did not say it blocks.
 #[inline(always)]
-pub(crate) fn blocked_sampled(pool: u32, tid: i32, wq: Option<&WqInner>) {
+pub(crate) fn blocked_sampled(pool: u32, tid: i32, wq: Option<&str>) {
     #[cfg(feature = "tracing")]
     tracing::info!(target: "cmwq", pool, tid, workqueue = name(wq), "worker sleeps in a work item");
     #[cfg(not(feature = "tracing"))]

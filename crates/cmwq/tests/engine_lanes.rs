@@ -149,11 +149,11 @@ struct Probe {
 /// `max_active` holds and the locality and stealing paths both ran.
 #[test]
 fn stress_on_a_pod_keeps_every_rule_on_both_paths() {
-    // Managed: a lane pool per CPU, lent workers steal.
+    // Managed: a per-CPU pool per CPU, lent workers steal.
     stress("lanes_stress", 5, cmwq::UnboundConcurrency::PerCpu);
 }
 
-/// The same on one laned pool (the kernel's unmanaged pools, and the default
+/// The same on one shared pool (the kernel's unmanaged pools, and the default
 /// pool of every unbound queue): workers re-homed, stealing inside the pool.
 #[test]
 fn stress_on_a_laned_pool_keeps_every_rule_on_both_paths() {
@@ -309,4 +309,53 @@ fn ordered_order_holds_across_lanes() {
         last[p] = Some(seq);
     }
     assert_eq!(log.len(), 300 * cpus().len());
+}
+
+/// Where items block, a per-CPU pool of a pod takes the idle workers its
+/// partner has beyond its reserve instead of starting threads (adoption):
+/// the pod holds about the peak of its blocked items, not the sum of each
+/// pool's own peak. Two bursts of `N` items that block (annotated) until
+/// all `N` run at once, queued from one CPU, then from the other: without
+/// adoption the second CPU's pool starts `N` threads of its own.
+#[test]
+fn a_pool_adopts_its_partners_idle_workers() {
+    const N: usize = 8;
+    let Some((a, b)) = two_cpus() else { return };
+    let wq = pod_queue("lanes_adopt", 9);
+    let burst = |cpu: usize| {
+        let wq = wq.clone();
+        thread::spawn(move || {
+            common::set_affinity(&[cpu]).unwrap();
+            let gate = Arc::new(std::sync::Barrier::new(N));
+            for _ in 0..N {
+                let gate = gate.clone();
+                assert!(wq.execute(move || {
+                    cmwq::blocking(|| gate.wait());
+                }));
+            }
+            wq.flush();
+        })
+        .join()
+        .unwrap();
+    };
+    let pod = |wq: &Workqueue| {
+        let (per_cpu, dfl) = wq.cpu_pools();
+        let ids: HashSet<u32> = per_cpu.into_iter().flatten().chain(dfl).collect();
+        let s = cmwq::snapshot();
+        let pools = s.pools.iter().filter(|p| ids.contains(&p.id));
+        pools.fold((0, 0), |(w, ad), p| (w + p.workers, ad + p.adopted))
+    };
+    burst(b);
+    let (after_first, _) = pod(&wq);
+    assert!(
+        after_first >= N,
+        "{N} items ran at once on {after_first} workers"
+    );
+    burst(a);
+    let (workers, adopted) = pod(&wq);
+    assert!(
+        workers <= N + N / 2 && adopted >= (N / 2) as u64,
+        "after bursts of {N} on each CPU the pod holds {workers} workers \
+         ({after_first} after the first), {adopted} adopted"
+    );
 }

@@ -118,7 +118,7 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
             a.fetch_add(1, Ordering::SeqCst);
         }
     });
-    // Queue from every CPU, so each lane pool of the pod has a reason to
+    // Queue from every CPU, so each per-CPU pool of the pod has a reason to
     // start a worker (pools start workers when work arrives; the default
     // pool serves only queuers outside the cpumask, so none here).
     let cpus = common::affinity_of(0).unwrap();

@@ -1034,7 +1034,7 @@ fn unbound_pools_shared_by_attrs() {
     );
     let (pa, _) = a.cpu_pools();
     assert_ne!(pa[0], pa[1], "scope cpu: one pool per CPU");
-    // Scope system: one pod of both CPUs, served by a lane pool per CPU
+    // Scope system: one pod of both CPUs, served by a per-CPU pool per CPU
     // (README, "Where user space differs"); each pool names the whole pod.
     let (pc, _) = c.cpu_pools();
     let snap = cmwq::snapshot();
@@ -1064,7 +1064,7 @@ fn pods_from_synthetic_topology() {
             .unwrap()
     };
     // The synthetic CPUs fold onto the real ones (CPU i on real CPU i mod n);
-    // a pod of several real CPUs has a lane pool (and pwq) per real CPU.
+    // a pod of several real CPUs has a per-CPU pool (and pwq) per real CPU.
     let real = cmwq::topology::sched_affinity().unwrap().len();
     let lanes = |pod: usize| pod.min(real);
     let cache = mk("sem-pods-cache", Scope::Cache);

@@ -22,7 +22,7 @@
 //! *replicas* of their protocols, written with loom's `Mutex`, `Condvar`,
 //! atomics, `thread::park` and `Thread::unpark`. Each replica keeps the step
 //! order and the memory orderings of the engine code it mirrors, and names
-//! that code (`engine/pool`, `engine/workqueue.rs`, `engine/watchdog.rs`
+//! that code (`engine/pool/`, `engine/workqueue/`, `engine/watchdog.rs`
 //! function names) next to each step. **A change to one of these protocols
 //! in the engine must be mirrored in its replica**, step for step, or the
 //! model stops proving anything about the engine.
@@ -30,8 +30,9 @@
 //! What is left out is said next to each model: pwq accounting where it does
 //! not matter, the manager (`create_worker`), the timer, idle timeouts (loom
 //! has no time; where the engine relies on `park_timeout` the model says so).
-//! The replicas follow the engine as of 2026-11-22 (pool.rs with `Pool::cap`
-//! and `nr_woken`).
+//! The replicas follow the engine as of 2026-11-22 (then one `pool.rs`, now
+//! `engine/pool/`, with `Pool::cap` and `nr_woken`); the paths below are
+//! where that code is now.
 //!
 //! Two loom limits shape the file:
 //!
@@ -447,7 +448,7 @@ fn pending_bit_plain_load_control() {
 mod idle_wake {
     use super::*;
 
-    /// pool.rs `WState`.
+    /// engine/pool/mod.rs `WState`.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     enum WState {
         Starting,
@@ -457,7 +458,8 @@ mod idle_wake {
         Exited,
     }
 
-    /// pool.rs `WakeMode`, plus the broken variant for the negative control.
+    /// types.rs `WakeMode` (as engine/pool/kick.rs `unlock_wake` uses it), plus
+    /// the broken variant for the negative control.
     #[derive(Clone, Copy, PartialEq, Eq)]
     pub enum Wake {
         Deferred,
@@ -471,7 +473,7 @@ mod idle_wake {
         state: WState,
     }
 
-    /// pool.rs `PoolInner` (the parts the protocol touches).
+    /// engine/pool/mod.rs `PoolInner` (the parts the protocol touches).
     struct Inner {
         worklist: VecDeque<u32>,
         workers: Vec<Slot>,
@@ -566,8 +568,9 @@ mod idle_wake {
             }
         }
 
-        /// pool.rs `worker_thread` (no manager, no repatriation; `park`
-        /// stands in for `park_timeout`, whose expiry main simulates at shutdown).
+        /// engine/pool/worker.rs `worker_thread` and `wait_for_work` (no
+        /// manager, no repatriation; `park` stands in for `park_timeout`,
+        /// whose expiry main simulates at shutdown).
         pub fn worker_thread(&self, me: usize) {
             let cap = self.cap;
             let mut g = self.inner.lock().unwrap();
@@ -625,7 +628,7 @@ mod idle_wake {
             }
         }
 
-        /// pool.rs `process_one_work`: chain wake, unlock, run, relock.
+        /// engine/pool/worker.rs `process_one_work`: chain wake, unlock, run, relock.
         fn process_one_work<'a>(
             &'a self,
             mut g: MutexGuard<'a, Inner>,
@@ -960,7 +963,7 @@ fn cancel_sync_without_wait_is_caught() {
 mod flush {
     use super::*;
 
-    /// pool.rs `NR_COLORS`.
+    /// engine/pool/mod.rs `NR_COLORS`.
     const NR_COLORS: usize = 16;
 
     #[derive(Clone, Copy, PartialEq, Eq)]
@@ -973,13 +976,13 @@ mod flush {
         NoWait,
     }
 
-    /// pool.rs `Item`.
+    /// engine/pool/mod.rs `Item`.
     struct Item {
         instance: usize,
         color: u8,
     }
 
-    /// pool.rs `PwqState` (the flush part).
+    /// engine/pool/mod.rs `PwqState` (the flush part).
     struct PwqState {
         in_flight: [u32; NR_COLORS],
         nr_in_flight: usize,

@@ -175,15 +175,23 @@ impl BenchConfig {
         if self.cache_shard_size == Some(0) {
             return Err("--cache-shard-size 0: a shard needs at least one core".into());
         }
-        if self.scopes.is_empty() {
-            return Err("--scopes: no scope selected".into());
+        if self.scopes.is_empty() && self.vs.is_empty() {
+            return Err(
+                "--scopes none: with no cmwq scope there is nothing to run; name peers with --vs LIST"
+                    .into(),
+            );
         }
         Ok(())
     }
 }
 
-/// Parse `--scopes cpu,smt,...` into kernel order, without duplicates.
+/// Parse `--scopes cpu,smt,...` into kernel order, without duplicates;
+/// `none` alone selects no scope (only the peers of `--vs` run, e.g. `limit`
+/// under callgrind without cmwq beside it).
 pub fn parse_scopes(list: &str) -> Result<Vec<Scope>, String> {
+    if list.trim() == "none" {
+        return Ok(Vec::new());
+    }
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim) {
         if name.is_empty() {
@@ -314,6 +322,14 @@ mod tests {
         let e = parse_scopes("cpu,llc").unwrap_err();
         assert!(e.contains("'llc'"), "{e}");
         assert!(parse_scopes(",").is_err());
+        assert_eq!(parse_scopes("none").unwrap(), vec![]);
+        assert!(parse_scopes("none,cpu").is_err());
+        let mut c = BenchConfig::with_defaults(2);
+        c.scopes = parse_scopes("none").unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("--scopes none"), "{e}");
+        c.vs = vec!["limit".into()];
+        c.validate().unwrap();
     }
 
     #[test]

@@ -308,7 +308,7 @@ pub fn store_attr(wq: &Workqueue, knob: &str, value: &str) -> Result<(), StoreAt
     match knob {
         "affinity_scope" => {
             let scope = if value == "default" {
-                crate::params::params().map_err(Refused)?.affinity_scope
+                crate::engine::params().map_err(Refused)?.affinity_scope
             } else {
                 value.parse::<Scope>().map_err(|_| {
                     Malformed(

@@ -11,9 +11,13 @@
 //!
 //! - [`work`]: a work item's state word, pending bit and cycle counters.
 //! - [`workqueue`]: the queue a user holds, its pwq tables, flush colours,
-//!   attrs changes, rescuer and registry.
+//!   attrs changes, rescuer and registry (a folder: its `mod.rs` lists the
+//!   rooms; `workqueue/for_pool.rs` is every call a pool makes into a queue).
 //! - [`node`]: an unbound workqueue's per-NUMA-node `max_active` budget.
-//! - [`pool`]: worker pools, their lanes, workers, manager and tick.
+//! - [`pool`]: worker pools, their lanes, workers, manager and tick (a
+//!   folder: `pool/mod.rs` lists the rooms).
+//! - [`snap`]: the snapshot `cmwq dump` shows, assembled from each module's
+//!   part, and its topology part.
 //! - [`spawn`]: one-off jobs (`spawn`, `execute`): a work cell that runs a
 //!   closure once, its result slot and the handle's view of it.
 //! - [`timer`]: delayed work.
@@ -58,6 +62,14 @@
 //! R bound -> R usable -> pool
 //! ```
 //!
+//! Where the code that takes each pair lives: `WQ attrs`, `WQ flush`, `WQ
+//! old`, `WQ cur` and `WQ chain` in `workqueue/table.rs` (`apply`) and
+//! `workqueue/queue.rs` (`flush`, `destroy`); `WQ mayday` in
+//! `workqueue/for_pool.rs`, called from `pool/tick.rs`; `T` in `timer.rs`;
+//! `pool -> N` in `pool/queue.rs` (`insert`) and `pool/pwq.rs`; `pool -> W`
+//! in `pool/worker.rs`; `R bound`, `R unbound` in `pool/registry.rs`; `R
+//! usable` in `pool/hotplug.rs`.
+//!
 //! - `WQ attrs` is held across a whole attrs change (`apply`), `WQ flush`
 //!   inside it while the new table is built (pools attached, one pool lock at
 //!   a time), published and swapped in, so a flush never sees half a change.
@@ -75,8 +87,8 @@
 //! - Under the pool lock an item takes node budget or registers as waiting
 //!   (`N`), the watchdog's tick sends mayday (`WQ mayday`), and a finished
 //!   item's cycle ends (`finish_cycle` takes `W` to wake waiters).
-//! - Pools never nest: a lane pool lends a worker of a partner only after
-//!   dropping its own lock (`lend_to`), and wakeups, flusher notifications
+//! - Pools never nest: a per-CPU pool lends a worker of a partner only after
+//!   dropping its own lock (`lend_to`, `pool/kick.rs`), and wakeups, flusher notifications
 //!   (`WQ flush`), node activations and ordered-chain advances found under a
 //!   pool lock run after it is dropped (`Post`).
 //! - The registries (`R`) only map attributes to pool ids; making a pool
@@ -126,7 +138,6 @@ pub use watchdog::{
     watchdog_ticks,
 };
 pub use work::Work;
-pub(crate) use workqueue::WqInner;
 #[cfg(feature = "failure-injection")]
 pub use workqueue::debug_use_topology;
 #[cfg(feature = "control")]
@@ -147,4 +158,35 @@ pub(crate) struct Hooks {
 /// The hooks the crate root set.
 pub(crate) fn hooks() -> &'static Hooks {
     &crate::ENGINE_HOOKS
+}
+
+/// The process's `CMWQ_*` defaults ([`crate::params`]) as the engine reads
+/// them: the first read that parses applies the engine settings they name
+/// (`CMWQ_SPREAD_US`, `CMWQ_WATCHDOG_THRESH`) once, as the `set_*` calls
+/// would, so a later `set_*` call wins. The parameters know nothing of the
+/// engine; the engine pulls them.
+pub(crate) fn params() -> Result<&'static crate::params::Params, crate::Error> {
+    static APPLIED: std::sync::Once = std::sync::Once::new();
+    let p = crate::params::params()?;
+    APPLIED.call_once(|| {
+        if let Some(us) = p.spread_us {
+            set_spread_thresh(std::time::Duration::from_micros(us));
+        }
+        if let Some(secs) = p.watchdog_thresh {
+            set_watchdog_thresh(secs);
+        }
+    });
+    Ok(p)
+}
+
+/// What every `build()` checks of the environment ([`crate::params::for_build`]),
+/// with the CPUs builds use.
+pub(crate) fn params_for_build() -> Result<&'static crate::params::Params, crate::Error> {
+    params()?;
+    crate::params::for_build(workqueue::system_topology().online())
+}
+
+/// The engine's part of [`crate::check_env`]: what a build would refuse.
+pub(crate) fn check_env() -> Result<(), crate::Error> {
+    params_for_build().map(|_| ())
 }

@@ -1,10 +1,11 @@
 //! The picture `cmwq dump` shows: [`snapshot()`] assembles the parts each
 //! engine module builds from what it owns (the topology and workqueues in
-//! `workqueue`, the pools in `pool::snap`) into the plain data of
+//! `workqueue` and here, the pools in `pool::snap`) into the plain data of
 //! [`crate::snapshot`], which depends on nothing here.
 
 use super::{pool, workqueue};
 use crate::snapshot::Snapshot;
+use crate::topology::Scope;
 
 /// Takes a picture of this process's topology, pools and workqueues.
 ///
@@ -17,7 +18,7 @@ use crate::snapshot::Snapshot;
 /// drop(wq);
 /// ```
 pub fn snapshot() -> Snapshot {
-    let topology = workqueue::topology_snap();
+    let topology = topology_snap();
     let workqueues = workqueue::workqueue_snaps();
     let pools = pool::pool_snaps();
     let taken_unix_ms = std::time::SystemTime::now()
@@ -41,5 +42,56 @@ pub fn snapshot() -> Snapshot {
         topology,
         pools,
         workqueues,
+    }
+}
+
+/// The "Affinity Scopes" part of [`crate::snapshot()`]: the process's topology
+/// cut with its default parameters.
+pub(crate) fn topology_snap() -> crate::snapshot::TopologySnap {
+    let topo = workqueue::system_topology();
+    let params = super::params().ok();
+    let default_scope = params.map_or(Scope::CacheShard, |p| p.affinity_scope);
+    let size = params.map_or(crate::topology::DEFAULT_CACHE_SHARD_SIZE, |p| {
+        p.cache_shard_size
+    });
+    let unbound_cpumask = params
+        .and_then(|p| p.unbound_cpus.clone())
+        .unwrap_or_else(|| topo.online().to_vec());
+    let nodes = topo
+        .nodes()
+        .into_iter()
+        .map(|id| crate::snapshot::NodeSnap {
+            id,
+            cpus: topo
+                .online()
+                .iter()
+                .copied()
+                .filter(|&c| topo.cpu_node(c) == id)
+                .collect(),
+        })
+        .collect();
+    let scopes = Scope::ALL
+        .iter()
+        .copied()
+        .map(|scope| {
+            let pt = topo.pods(scope, size);
+            crate::snapshot::ScopeSnap {
+                scope,
+                pod_cpus: pt.pods,
+                pod_node: pt.pod_node,
+                cpu_pod: pt.cpu_pod,
+            }
+        })
+        .collect();
+    crate::snapshot::TopologySnap {
+        summary: topo.summary(),
+        online: topo.online().to_vec(),
+        possible: topo.possible().to_vec(),
+        usable: pool::usable_cpus(),
+        unbound_cpumask,
+        default_scope,
+        cache_shard_size: size,
+        nodes,
+        scopes,
     }
 }

@@ -151,3 +151,19 @@ pub(crate) fn spawn_error(what: impl Into<String>, e: &io::Error) -> Error {
         reason: describe(e),
     }
 }
+
+/// Renames the calling thread (what `ps -L`, `top -H` and `/proc/self/task/*/comm`
+/// show), cut to the 15 bytes Linux keeps; a name with a NUL is left as it is.
+pub(crate) fn rename_current(name: &str) {
+    let mut buf = [0u8; 16];
+    let n = name.len().min(15);
+    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
+    if buf[..n].contains(&0) {
+        return;
+    }
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes
+    // from the pointer; `buf` is 16 bytes and its last byte stays 0.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0);
+    }
+}

@@ -8,7 +8,7 @@
 //! - **CPU time**: reads each busy worker's thread CPU clock and charges the
 //!   time since the previous tick to the workqueue whose item it runs — the
 //!   kernel's tick-sampled `CPUtime`. Rescuers and guests (workers lent by a
-//!   partner lane pool) are charged too, though they are never sampled or
+//!   partner pool) are charged too, though they are never sampled or
 //!   marked: they do not count in `nr_running`.
 //! - **CPU-intensive detection**: an item that has used more than the threshold
 //!   of CPU (kernel: `wq_cpu_intensive_thresh_us`, 10 ms; here

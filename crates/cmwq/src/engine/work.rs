@@ -126,8 +126,20 @@ impl<F: Fn() + Send + Sync + 'static> Job for Labeled<F> {
 /// - `queued`, `done` A: cycles begun and ended. `SeqCst`: `done` pairs with
 ///   `waiters` (a finisher adds to `done` then reads `waiters`; a waiter adds
 ///   to `waiters` then reads `done`), and `queued` is read with them.
+///   `queued` has one writer at a time, the thread whose claim set PENDING:
+///   the next claim can succeed only after this cycle's item was put on a
+///   list (under a pool or timer lock, after the write) and PENDING was
+///   cleared (a `SeqCst` RMW the next claim reads from), so it is a plain
+///   load and a `Release` store, not a read-modify-write; a waiter that
+///   follows a `queue` (same thread, or synchronized with it) sees the new
+///   count, one that races with it may wait for the cycle before.
 /// - `waiters` A: threads in `wait_cycles`. `SeqCst`: pairs with `done`.
 /// - `wait_lock` W: taken only to wait on and notify `wait_cv`.
+/// - `queued_at` A: when the item was put on a worklist (ns, see
+///   [`crate::hist`]; 0: not stamped), written by its queuer before it
+///   takes the pool lock and read by the worker under that lock before it
+///   clears PENDING, so no later queue overwrites it first. `Relaxed`:
+///   ordered by the pool lock.
 /// - `once` I (reset with the rest by `reset_claimed`, which has `&mut`).
 /// - `func` I.
 pub(crate) struct WorkCell<J: ?Sized> {
@@ -137,6 +149,8 @@ pub(crate) struct WorkCell<J: ?Sized> {
     pub(crate) queued: AtomicU64,
     pub(crate) done: AtomicU64,
     waiters: AtomicU32,
+    /// When the item was put on a worklist, for latency histograms.
+    pub(crate) queued_at: AtomicU64,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
     /// A one-off job's cell (`spawn`, `execute`): queued once, never again,
@@ -157,6 +171,7 @@ impl<J> WorkCell<J> {
             queued: AtomicU64::new(0),
             done: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
+            queued_at: AtomicU64::new(0),
             wait_lock: Mutex::new(()),
             wait_cv: Condvar::new(),
             once: false,
@@ -226,7 +241,11 @@ impl<J: ?Sized> WorkCell<J> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.queued.fetch_add(1, Ordering::SeqCst);
+                    // Only the owner of PENDING writes `queued` (see the
+                    // struct's docs): a load and a store count the cycle,
+                    // no second read-modify-write.
+                    let q = self.queued.load(Ordering::Relaxed);
+                    self.queued.store(q + 1, Ordering::Release);
                     return true;
                 }
                 Err(now) => s = now,

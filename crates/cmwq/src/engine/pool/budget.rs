@@ -19,7 +19,7 @@
 //! meanwhile while it does not count in `nr_running` (it said it blocks,
 //! the sampler saw it asleep, its item turned CPU-intensive): the budget
 //! counts what concurrency management counts, so a blocked worker lets
-//! another run, as in the kernel. A worker lent to a partner lane pool (a
+//! another run, as in the kernel. A worker lent to a partner pool (a
 //! guest) holds its unit there too. Unmanaged unbound pools
 //! ([`UnboundConcurrency::Unmanaged`]: a worker per item, as the kernel's
 //! unbound pools) and rescuers stay outside the budget: their items cannot

@@ -13,19 +13,21 @@
 //! a 2-vCPU VM, that made every pod scope half as fast as the `cpu` scope,
 //! whose workers are pinned and cannot make the mistake.
 //!
-//! So work is kept on the CPU that queued it, in one of two shapes:
+//! So work is kept on the CPU that queued it, in one of two shapes (`Locality`
+//! in `kick.rs`; the README's "Where user space differs" uses the same names):
 //!
-//! - **Lane pools** (a concurrency-managed pod of several CPUs, the default):
-//!   one pool per real CPU of the pod, each with its own lock, worklist and
-//!   workers pinned to that CPU, linked to the other lane pools of the pod
-//!   (`link_pod`). A workqueue has a pwq in each; an item queued from CPU c
-//!   goes to c's lane pool (`queue_on` and folded topologies too, when the
+//! - **Per-CPU pools** (`Locality::Partners`; a concurrency-managed pod of
+//!   several CPUs, the default): one pool per real CPU of the pod, each with
+//!   its own lock, worklist and workers pinned to that CPU, linked to the
+//!   per-CPU pools of the pod's other CPUs, its *partners* (`link_pod`). A workqueue has a pwq in each; an item queued from CPU c
+//!   goes to c's per-CPU pool (`queue_on` and folded topologies too, when the
 //!   queuing CPU is in the target's pod). Measured on 2 vCPUs at batch 64,
 //!   one shared lock for the pod's CPUs cost 2.7x in throughput (its futex
 //!   calls went from 6 thousand to 90 thousand per run): the lock has to be
 //!   per CPU, not only the worklist.
-//! - **Laned pools** (a workqueue's default pool, which ordered queues use,
-//!   and the kernel-style unmanaged pools): one pool, one lock, and one
+//! - **Shared pools** (`Locality::Lanes`; a workqueue's default pool, which
+//!   ordered queues use, and the kernel-style unmanaged pools): one pool for
+//!   the pod, one lock, and one
 //!   [`Lane`] per real CPU inside it. Workers are homed on a lane and pinned
 //!   to its CPU; a lane without an idle worker gets one *re-homed* from
 //!   another lane: its affinity is set to the lane's CPU (one
@@ -54,11 +56,11 @@
 //!
 //! A lagging lane's items are offered to a CPU of the pod where no counted
 //! worker runs, found when a queue, a chain kick (a worker starting an item)
-//! or the watchdog's tick looks. In a laned pool that CPU's idle worker is
-//! woken and steals from the lagging lane once its own is empty. A lane pool
-//! cannot see its partners' state under its lock, so each lane pool publishes
+//! or the watchdog's tick looks. In a shared pool that CPU's idle worker is
+//! woken and steals from the lagging lane once its own is empty. A per-CPU pool
+//! cannot see its partners' state under its lock, so each per-CPU pool publishes
 //! one flag, *lendable* (no counted worker, an idle one), on a cache line of
-//! its own, written only when it changes; a lagging lane pool that sees a
+//! its own, written only when it changes; a lagging per-CPU pool that sees a
 //! partner's flag asks it, after dropping its own lock, to lend a worker
 //! (`lend_to`, one lock at a time). The lent worker attaches to the lagging
 //! pool as a *guest*, the way a rescuer does: a worker slot there, so that
@@ -80,7 +82,7 @@
 //! one-CPU pods) never reads the clock nor `sched_getcpu`.
 //!
 //! Everything else is the pool's and unchanged: the pwqs with their flush
-//! colours and `max_active` (the node budget spans a pod's lane pools as it
+//! colours and `max_active` (the node budget spans a pod's per-CPU pools as it
 //! spans pods), the busy table (an item whose previous cycle still runs goes
 //! to that worker's `scheduled` list, wherever it was queued), rescuers, the
 //! manager. A lane only decides *which* worker runs an item and on which CPU.
@@ -154,7 +156,7 @@ pub(crate) struct Lane {
     /// L: workers picked for this lane and not yet running: they count against
     /// the cap, so a burst of queueing wakes one worker, not one per item.
     pub nr_woken: usize,
-    /// L: workers of this lane away helping a lagging lane pool of the pod: they
+    /// L: workers of this lane away helping a lagging per-CPU pool of the pod: they
     /// run on this CPU, so they count against the cap too.
     pub nr_lent: usize,
     /// L: items begun by this lane's counted workers.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::worker::worker_thread;
+use super::worker::run_worker;
 use super::{FAIL_CREATE, Pool, PoolInner, WState, WorkerSlot};
 use crate::engine::{threads, watchdog};
 use crate::sched;
@@ -122,15 +122,17 @@ impl Pool {
         g.nr_workers += 1;
         g.nr_starting += 1;
         g.manager_active = true;
+        let pod = !g.partners.is_empty();
         drop(g);
-        let res = if FAIL_CREATE.load(Ordering::Relaxed) {
+        let res = if pod && adopt_spare(self, idx, lane) {
+            self.adopted.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        } else if FAIL_CREATE.load(Ordering::Relaxed) {
             Err(std::io::Error::other(
                 "worker creation disabled by test hook",
             ))
         } else {
-            threads::start(format!("cmwq/{}:{}", self.id, idx), move || {
-                worker_thread(self, idx, lane)
-            })
+            threads::start(worker_name(self, idx), move || run_worker(self, idx, lane)).map(drop)
         };
         // Said with no lock held: stderr may block.
         match &res {
@@ -165,4 +167,60 @@ impl Pool {
         }
         g
     }
+}
+
+/// The thread name of worker `idx` of `pool`.
+pub(super) fn worker_name(pool: &Pool, idx: usize) -> String {
+    format!("cmwq/{}:{}", pool.id, idx)
+}
+
+/// Idle workers a per-CPU pool keeps from adoption: its own reserve, which
+/// it also lends to a lagging partner (see [`lane`](super::lane)).
+pub(super) const KEEP_IDLE: usize = 1;
+
+/// Adoption: a per-CPU pool of a pod that needs a worker takes an idle one
+/// of a partner pool instead of starting a thread.
+///
+/// The kernel has one pool per pod, with one idle list, and keeps one idle
+/// worker in reserve for the whole pod. cmwq cuts a managed pod into a pool
+/// per CPU (see [`lane`](super::lane)), each with its own idle list and its
+/// own reserve; where items block (each block needs another worker), each
+/// pool grew to its own peak and kept its own spare, so the pod held the sum
+/// of its pools' peaks, several threads more than the peak of their sum.
+/// Adopting a partner's idle worker moves the thread, not only the work: it
+/// leaves the partner (its slot there exits) and starts in slot `idx` of
+/// `to`, which was reserved as a starting worker, so nobody starts another
+/// meanwhile; its context-switch probe goes with it. A partner keeps its
+/// own reserve ([`KEEP_IDLE`]): it is what it lends when this pool lags,
+/// and what it wakes when its own worker blocks. So a thread is started
+/// only when no pool of the pod has an idle worker beyond its reserve. Runs
+/// with no pool lock held and takes one partner's lock at a time.
+fn adopt_spare(to: &'static Pool, idx: usize, lane: usize) -> bool {
+    let Some(pods) = to.pod_pools.get() else {
+        return false;
+    };
+    let k = pods.iter().position(|p| std::ptr::eq(*p, to)).unwrap_or(0);
+    for j in 1..pods.len() {
+        let d = pods[(k + j) % pods.len()];
+        if !d.spare.0.load(Ordering::Relaxed) {
+            continue;
+        }
+        let mut g = d.lock();
+        if g.dying || g.lanes[0].idle.len() <= KEEP_IDLE {
+            continue;
+        }
+        let Some(i) = g.lanes[0].idle.pop() else {
+            continue;
+        };
+        // Off the idle stack and woken: no kick picks it again, and it
+        // leaves at its next look (see `wait_for_work`).
+        g.workers[i].state = WState::Woken;
+        g.workers[i].adopted_by = Some((to, idx, lane));
+        let t = g.workers[i].thread.clone();
+        d.update_lendable(&g);
+        drop(g);
+        t.expect("an idle worker has its thread").unpark();
+        return true;
+    }
+    false
 }

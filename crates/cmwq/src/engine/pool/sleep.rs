@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use super::{BLOCKED_SAMPLED, NEXT_POOL, POOLS, Pool, PoolInner, WState, Wake};
 use crate::sched;
-use crate::switches::{self, LazyMono, MIN_ASLEEP, RunState};
+use crate::switches::{self, LazyMono, MIN_ASLEEP, RunState, SwitchProbe};
 use crate::trace;
 use std::sync::atomic::Ordering;
 
@@ -89,7 +89,11 @@ impl PoolInner {
                 let (slot, tid) = (w.current_pwq as usize, w.tid);
                 self.mark_out(i, BLOCKED_SAMPLED, true);
                 self.pwqs[slot].stats.sampled += 1;
-                trace::blocked_sampled(self.pool_id, tid, self.pwqs[slot].wq.as_deref());
+                trace::blocked_sampled(
+                    self.pool_id,
+                    tid,
+                    self.pwqs[slot].wq.as_ref().map(|w| w.name.as_str()),
+                );
                 true
             }
             Seen::Awake if w.blocked & BLOCKED_SAMPLED != 0 => {
@@ -104,14 +108,22 @@ impl PoolInner {
     /// asleep in its item. If it did, it leaves `nr_running` and a worker is
     /// woken for the lane (what the kernel's scheduler hook would have done
     /// when it slept). Called from `kick`, under the pool lock, for every
-    /// item queued or started behind a busy worker, so it reads memory only.
-    #[inline(never)]
+    /// item queued or started behind a busy worker, so it reads memory only,
+    /// and in a pool whose workers have no probe (its items were never seen
+    /// to block) nobody can be seen asleep: one flag, inlined into `kick`.
+    #[inline]
     pub(super) fn wake_past_sleeper(&mut self, h: usize, cap: usize) -> Option<Wake> {
-        if self.lanes[h].nr_running == 0 {
-            // Not free for a worker on its way or lent, not for one that
-            // runs: no runner to look at (and no scan for one).
+        if !self.probed || self.lanes[h].nr_running == 0 {
+            // No probe, or not free for a worker on its way or lent, not for
+            // one that runs: no runner to look at (and no scan for one).
             return None;
         }
+        self.look_past_sleeper(h, cap)
+    }
+
+    /// [`wake_past_sleeper`](Self::wake_past_sleeper) past its first test.
+    #[inline(never)]
+    fn look_past_sleeper(&mut self, h: usize, cap: usize) -> Option<Wake> {
         let mut r = self.lanes[h].runner;
         if !self.workers.get(r).is_some_and(|w| w.counted_on(h)) {
             // The runner left (another worker of the lane went on counting
@@ -136,6 +148,14 @@ impl PoolInner {
             self.pwqs[slot].stats.cm_wakeup += 1;
         }
         wake
+    }
+}
+
+impl PoolInner {
+    /// Gives worker `me` its context-switch probe (or none).
+    pub(super) fn set_probe(&mut self, me: usize, probe: Option<SwitchProbe>) {
+        self.probed |= probe.is_some();
+        self.workers[me].probe = probe;
     }
 }
 

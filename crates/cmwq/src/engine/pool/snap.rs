@@ -102,6 +102,7 @@ impl Pool {
             prio_failed: self.prio_failed.load(Ordering::Relaxed),
             lockups,
             rebinds,
+            adopted: self.adopted.load(Ordering::Relaxed),
             lanes,
         })
     }

@@ -11,18 +11,20 @@ use std::time::{Duration, Instant};
 use super::lane::LazyNow;
 
 use super::{
-    BLOCKED_ANNOTATED, BLOCKED_INTENSIVE, MAX_POOLS, NEXT_POOL, POOLS, Pool, WORKER, WState,
-    get_pool, unlock_wake,
+    BLOCKED_ANNOTATED, BLOCKED_INTENSIVE, MAX_POOLS, NEXT_POOL, POOLS, Pool, PoolInner, WORKER,
+    WState, Wake, get_pool, unlock_wake,
 };
 use crate::engine::watchdog;
 use crate::engine::workqueue::WqInner;
 use crate::sched;
+use crate::sync::MutexGuard;
 use crate::trace;
 
 /// Items a rescuer runs from one pwq before it looks at the next (the kernel's batch).
 pub(crate) const RESCUE_BATCH: usize = 16;
 
 /// What a tick read of one busy slot outside the pool lock.
+#[derive(Clone, Copy)]
 struct Look {
     /// The slot.
     i: usize,
@@ -35,107 +37,26 @@ struct Look {
 }
 
 impl Pool {
-    /// One watchdog tick over this pool: CPU time accounting, the CPU-intensive
-    /// check, worker creation retries and mayday (sleeping workers are the
-    /// look's, in [`super::sleep`]). Returns whether the pool still needs
-    /// watching while no worker is busy (it starves).
+    /// One watchdog tick over this pool, in the kernel's parts: charge the
+    /// CPU time of busy workers and mark CPU-intensive ones
+    /// (`wq_worker_tick`; sleeping workers are the look's, in
+    /// [`super::sleep`]), spread lagging lanes, then forward progress:
+    /// worker creation retries and mayday (`pool_mayday_timeout`). Returns
+    /// whether the pool still needs watching while no worker is busy (it
+    /// starves).
     pub(crate) fn tick(&'static self, thresh: Duration, now: Instant) -> bool {
-        // Who runs what, under the lock; the CPU clocks are read by syscalls,
-        // outside it.
-        // A rescuer or a guest runs the workqueue's items too: its CPU time
-        // is charged like a worker's, but it is never marked (it does not
-        // count in `nr_running`).
-        let busy: Vec<(usize, i32, u64)> = self
-            .lock()
-            .workers
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| w.current != 0 && w.tid != 0 && !w.cm_exempt)
-            .map(|(i, w)| (i, w.tid, w.seq))
-            .collect();
-        let looks: Vec<Look> = busy
-            .iter()
-            .map(|&(i, tid, seq)| Look {
-                i,
-                tid,
-                seq,
-                cpu: sched::thread_cpu_time(tid),
-            })
-            .collect();
-        let mut g = self.lock();
+        let looks = self.look_busy();
         let mut wake = Vec::new();
-        for Look { i, tid, seq, cpu } in looks {
-            if g.workers[i].seq != seq || g.workers[i].current == 0 || g.workers[i].tid != tid {
-                // Moved on to another item meanwhile, or another thread
-                // holds the slot now.
-                continue;
-            }
-            let slot = g.workers[i].current_pwq as usize;
-            let borrowed = g.workers[i].state.borrowed();
-            let mut kick = false;
-            if let Some(cpu) = cpu {
-                // The clock of the thread seen last time, not of a thread
-                // that held the slot before it.
-                if let Some((t, prev)) = g.workers[i].cpu_seen.replace((tid, cpu))
-                    && t == tid
-                {
-                    g.pwqs[slot].stats.cpu_time_ns += cpu.saturating_sub(prev).as_nanos() as u64;
-                }
-                if borrowed {
-                    // Never counted in nr_running: nothing to mark.
-                } else if g.workers[i].obs_seq != seq {
-                    g.workers[i].obs_seq = seq;
-                    g.workers[i].obs_cpu = cpu;
-                } else if self.managed
-                    && g.workers[i].blocked & BLOCKED_INTENSIVE == 0
-                    && cpu.saturating_sub(g.workers[i].obs_cpu) >= thresh
-                {
-                    g.mark_out(i, BLOCKED_INTENSIVE, true);
-                    g.pwqs[slot].stats.cpu_intensive += 1;
-                    trace::cpu_intensive(self.id, g.workers[i].tid, g.pwqs[slot].wq.as_deref());
-                    kick = true;
-                }
-            }
-            if kick {
-                g = self.kick_past(g, i, &mut wake);
-            }
-        }
-        // Lanes whose items wait behind a slow or stalled worker get help
-        // from an idle CPU of the pod.
-        let mut clock = LazyNow::at(now);
-        for d in 0..g.lanes.len() {
-            if g.lanes[d].tick(&mut clock)
-                && let Some(t) = g.kick(d)
-            {
-                wake.push(t);
-            }
-        }
-        // Forward progress: work waits, no worker is idle and none runs it.
-        let mut mayday = Vec::new();
-        if g.starving(g.cap) && !g.manager_active {
-            let lane = g.lanes.iter().position(|l| l.unserved(g.cap));
-            g = self.create_worker(g, lane.unwrap_or(0));
-        }
-        let starving = g.starving(g.cap);
-        if starving {
-            let since = *g.starving_since.get_or_insert(now);
-            if now.duration_since(since) >= watchdog::MAYDAY_INITIAL_TIMEOUT {
-                let mut slots: Vec<u32> = g.waiting().map(|it| it.pwq).collect();
-                slots.sort_unstable();
-                slots.dedup();
-                for slot in slots {
-                    let Some(wq) = g.pwqs[slot as usize].wq.clone() else {
-                        continue;
-                    };
-                    if wq.send_mayday(self.id, slot) {
-                        g.pwqs[slot as usize].stats.mayday += 1;
-                        mayday.push(wq);
-                    }
-                }
-            }
+        let g = self.lock();
+        let mut g = self.charge_cpu(g, looks, thresh, &mut wake);
+        spread_lagging(&mut g, now, &mut wake);
+        let (mut g, starving) = self.progress(g, now);
+        let mayday = if starving {
+            self.send_mayday(&mut g, now)
         } else {
             g.starving_since = None;
-        }
+            Vec::new()
+        };
         self.update_lendable(&g);
         drop(g);
         for w in wake {
@@ -146,6 +67,98 @@ impl Pool {
             wq.wake_rescuer();
         }
         starving
+    }
+
+    /// Who runs what, read under the lock, and the CPU clocks of those
+    /// threads, read by syscalls outside it. A rescuer or a guest runs the
+    /// workqueue's items too: its CPU time is charged like a worker's, but
+    /// it is never marked (it does not count in `nr_running`).
+    fn look_busy(&self) -> Vec<Look> {
+        let busy: Vec<(usize, i32, u64)> = self
+            .lock()
+            .workers
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.current != 0 && w.tid != 0 && !w.cm_exempt)
+            .map(|(i, w)| (i, w.tid, w.seq))
+            .collect();
+        busy.iter()
+            .map(|&(i, tid, seq)| Look {
+                i,
+                tid,
+                seq,
+                cpu: sched::thread_cpu_time(tid),
+            })
+            .collect()
+    }
+
+    /// Charges each look's CPU time to its item's pwq and takes a worker
+    /// that ran one item for `thresh` of CPU out of `nr_running`
+    /// (CPU-intensive), waking another for its lane.
+    fn charge_cpu<'a>(
+        &'static self,
+        mut g: MutexGuard<'a, PoolInner>,
+        looks: Vec<Look>,
+        thresh: Duration,
+        wake: &mut Vec<Wake>,
+    ) -> MutexGuard<'a, PoolInner> {
+        for look in looks {
+            if g.charge_look(&look, thresh, self.managed) {
+                trace::cpu_intensive(
+                    self.id,
+                    g.workers[look.i].tid,
+                    g.pwqs[g.workers[look.i].current_pwq as usize]
+                        .wq
+                        .as_ref()
+                        .map(|w| w.name.as_str()),
+                );
+                g = self.kick_past(g, look.i, wake);
+            }
+        }
+        g
+    }
+
+    /// Forward progress: work waits, no worker is idle and none runs it,
+    /// so a worker is started (unless the manager is at it). Returns whether
+    /// the pool still starves.
+    fn progress<'a>(
+        &'static self,
+        mut g: MutexGuard<'a, PoolInner>,
+        now: Instant,
+    ) -> (MutexGuard<'a, PoolInner>, bool) {
+        if g.starving(g.cap) && !g.manager_active {
+            let lane = g.lanes.iter().position(|l| l.unserved(g.cap));
+            g = self.create_worker(g, lane.unwrap_or(0));
+        }
+        let starving = g.starving(g.cap);
+        if starving {
+            g.starving_since.get_or_insert(now);
+        }
+        (g, starving)
+    }
+
+    /// A pool that has starved for [`watchdog::MAYDAY_INITIAL_TIMEOUT`]
+    /// sends mayday for every pwq with items waiting (`pool_mayday_timeout`):
+    /// returns the workqueues whose rescuers to wake after the unlock.
+    fn send_mayday(&self, g: &mut PoolInner, now: Instant) -> Vec<Arc<WqInner>> {
+        let mut mayday = Vec::new();
+        let since = g.starving_since.unwrap_or(now);
+        if now.duration_since(since) < watchdog::MAYDAY_INITIAL_TIMEOUT {
+            return mayday;
+        }
+        let mut slots: Vec<u32> = g.waiting().map(|it| it.pwq).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for slot in slots {
+            let Some(wq) = g.pwqs[slot as usize].wq.clone() else {
+                continue;
+            };
+            if wq.send_mayday(self.id, slot) {
+                g.pwqs[slot as usize].stats.mayday += 1;
+                mayday.push(wq);
+            }
+        }
+        mayday
     }
 
     /// A rescuer's turn on this pool: runs up to [`RESCUE_BATCH`] items of `wq`'s
@@ -167,6 +180,65 @@ impl Pool {
             |g| g.pwqs[slot as usize].stats.rescued += 1,
         );
         g.waiting().any(|it| it.pwq == slot) && g.starving(g.cap)
+    }
+}
+
+impl PoolInner {
+    /// One look at a busy worker (`wq_worker_tick`): its CPU time since the
+    /// last look goes to its item's pwq, and a counted worker whose item has
+    /// run `thresh` of CPU is marked CPU-intensive. Returns true if it was
+    /// (a worker for its lane is kicked). A look whose worker moved on to
+    /// another item meanwhile, or whose slot another thread holds now, is
+    /// stale and changes nothing.
+    fn charge_look(&mut self, look: &Look, thresh: Duration, managed: bool) -> bool {
+        let Look { i, tid, seq, cpu } = *look;
+        let w = &self.workers[i];
+        if w.seq != seq || w.current == 0 || w.tid != tid {
+            return false;
+        }
+        let Some(cpu) = cpu else {
+            return false;
+        };
+        let slot = w.current_pwq as usize;
+        let borrowed = w.state.borrowed();
+        // The clock of the thread seen last time, not of a thread that held
+        // the slot before it.
+        if let Some((t, prev)) = self.workers[i].cpu_seen.replace((tid, cpu))
+            && t == tid
+        {
+            self.pwqs[slot].stats.cpu_time_ns += cpu.saturating_sub(prev).as_nanos() as u64;
+        }
+        let w = &mut self.workers[i];
+        if borrowed {
+            // Never counted in nr_running: nothing to mark.
+            false
+        } else if w.obs_seq != seq {
+            w.obs_seq = seq;
+            w.obs_cpu = cpu;
+            false
+        } else if managed
+            && w.blocked & BLOCKED_INTENSIVE == 0
+            && cpu.saturating_sub(w.obs_cpu) >= thresh
+        {
+            self.mark_out(i, BLOCKED_INTENSIVE, true);
+            self.pwqs[slot].stats.cpu_intensive += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Lanes whose items wait behind a slow or stalled worker get help from an
+/// idle CPU of the pod (see [`super::lane`]).
+fn spread_lagging(g: &mut PoolInner, now: Instant, wake: &mut Vec<Wake>) {
+    let mut clock = LazyNow::at(now);
+    for d in 0..g.lanes.len() {
+        if g.lanes[d].tick(&mut clock)
+            && let Some(t) = g.kick(d)
+        {
+            wake.push(t);
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! A worker's life: its loop, entering and leaving idle, running one item
 //! (`worker_thread`, `worker_enter_idle`, `worker_leave_idle`,
 //! `process_one_work` in the kernel), and what happens when a worker thread
-//! dies or a guest from a partner lane pool helps out.
+//! dies or a guest from a partner pool helps out.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -20,13 +20,14 @@ use super::{
 use crate::engine::watchdog;
 use crate::engine::work::WorkInner;
 use crate::engine::workqueue::WqInner;
+use crate::hist::ItemTimes;
 use crate::priority::PoolPrio;
 use crate::sched;
 use crate::switches::SwitchProbe;
 use crate::sync::MutexGuard;
 use crate::trace;
 
-/// Items a lent worker takes from a lagging lane pool before it goes home to
+/// Items a lent worker takes from a lagging per-CPU pool before it goes home to
 /// look at its own lane (it is lent again if the lane still lags).
 pub(crate) const GUEST_BATCH: usize = 16;
 
@@ -54,7 +55,7 @@ impl PoolInner {
 }
 
 impl Pool {
-    /// A worker lent by a partner lane pool runs this lane's items while the
+    /// A worker lent by a partner pool runs this lane's items while the
     /// lane lags or nobody serves it (and what its busy table hands it).
     /// Returns how many it ran.
     pub(crate) fn host_guest(&'static self) -> u64 {
@@ -134,7 +135,33 @@ impl Pool {
     }
 }
 
-pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
+/// Where an adopted worker goes: the partner pool, its slot there, its lane.
+pub(super) type Adoption = (&'static Pool, usize, usize);
+
+/// A worker thread's life over the pools it serves: it starts in one, and
+/// may be adopted by a partner pool of the same pod (see [`manage`]'s
+/// adoption), taking its context-switch probe along.
+///
+/// [`manage`]: super::manage
+pub(super) fn run_worker(pool: &'static Pool, me: usize, home: usize) {
+    let mut next = worker_thread(pool, me, home, None);
+    while let Some(((pool, me, home), probe)) = next.take() {
+        crate::engine::threads::rename_current(&super::manage::worker_name(pool, me));
+        next = worker_thread(pool, me, home, probe);
+    }
+}
+
+/// A worker thread in one pool (`worker_thread`): set up, then wait idle for
+/// work (`wait_for_work`), help a partner's lagging lane if lent
+/// (`help_as_guest`), and run items while its lane has them (`run_busy`);
+/// it returns when it leaves the pool: culled or let go (`None`), or
+/// adopted by a partner pool (where to go next, and its probe).
+fn worker_thread(
+    pool: &'static Pool,
+    me: usize,
+    home: usize,
+    carried: Option<SwitchProbe>,
+) -> Option<(Adoption, Option<SwitchProbe>)> {
     WORKER.with(|w| w.set(Some((pool.id, me))));
     // Nice 0 keeps what the thread inherited (a process run under `nice` stays
     // niced) unless it inherited a real-time policy from its creator.
@@ -153,100 +180,31 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
     // Opened on this thread, before the lock: a syscall and a mapping. Once
     // tried (now, or after the item during which the pool was first seen
     // to block), never again: a refusal is not retried per item.
-    let mut probe_tried = pool.probe_wanted();
-    let probe = probe_tried.then(SwitchProbe::open_current).flatten();
-    let mut g = pool.lock();
-    g.workers[me].thread = Some(thread::current());
-    g.workers[me].tid = sched::gettid();
-    // Bound pools pin to their CPU (to every usable CPU while disassociated);
-    // pod pools pin each worker to its lane's CPU (re-homing moves it
-    // later), so a wakeup lands where it was meant to. Under the lock, so a
-    // change of the usable CPUs (`hotplug`) either sees this worker or is
-    // seen by it.
-    let target = pool.pin_target(&g, g.lanes[home].cpu);
-    Pool::pin(0, &target);
-    g.workers[me].probe = probe;
-    g.nr_starting -= 1;
-    g.workers[me].state = WState::Running;
+    let (mut probe_tried, probe) = match carried {
+        Some(p) => (true, Some(p)),
+        None => {
+            let want = pool.probe_wanted();
+            (want, want.then(SwitchProbe::open_current).flatten())
+        }
+    };
+    let mut g = worker_start(pool, me, home, probe);
     // Went idle to let other pools have its unit of the CPU budget.
     let mut yielded = false;
     loop {
-        // ---- idle ----
         let h = g.workers[me].lane;
         let go = !std::mem::take(&mut yielded)
             && g.work_for(h)
             && (!pool.managed || g.budget_take(me, pool));
         if !go {
-            g.enter_idle(me);
-            pool.update_lendable(&g);
-            // On the idle stack first: a kick for this pool may pick it.
-            let mut kick = g.budget_give(me);
-            let mut timed_out = false;
-            loop {
-                // Leave if idle beyond the cull rule, or if the pool was let go
-                // (also when that happened while this worker was busy).
-                if (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
-                    trace::worker_culled(pool.id, me, g.dying);
-                    g.leave_idle(me);
-                    g.workers[me].state = WState::Exited;
-                    g.workers[me].thread = None;
-                    let probe = g.workers[me].probe.take();
-                    g.nr_workers -= 1;
-                    pool.update_lendable(&g);
-                    // The mapping goes with the lock released.
-                    drop(g);
-                    drop(probe);
-                    if kick {
-                        budget::kick_waiters();
-                    }
-                    return;
-                }
-                drop(g);
-                if std::mem::take(&mut kick) {
-                    budget::kick_waiters();
-                }
-                let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
-                let t0 = std::time::Instant::now();
-                thread::park_timeout(timeout);
-                timed_out = t0.elapsed() >= timeout;
-                g = pool.lock();
-                if timed_out {
-                    // Idle a whole idle timeout: whatever list of the pool
-                    // a peak left big (another lane's, a pwq's) shrinks now.
-                    g.shrink_lists();
-                }
-                if g.workers[me].state == WState::Woken {
-                    // Picked for a lane (maybe re-homed onto it by the waker).
-                    let h = g.workers[me].lane;
-                    g.lanes[h].nr_woken -= 1;
-                    break;
-                }
-                if g.work_for(h) && (!pool.managed || g.budget_take(me, pool)) {
-                    g.leave_idle(me);
-                    break;
-                }
+            match wait_for_work(pool, me, g) {
+                Idle::Work(back) => g = back,
+                Idle::Left => return None,
+                Idle::Adopted(to, probe) => return Some((to, probe)),
             }
         }
         g.workers[me].state = WState::Running;
         if let Some(to) = g.workers[me].guest_for.take() {
-            // Lent to a lagging lane pool of the pod: help there, then come
-            // back; unless work arrived at home meanwhile, which comes first.
-            let h = g.workers[me].lane;
-            // A guest holds a unit of the budget there; without one, the
-            // lane pool it was lent to waits for one.
-            if !g.work_for(h) && g.budget_take(me, to) {
-                g.lanes[h].nr_lent += 1;
-                pool.update_lendable(&g);
-                drop(g);
-                exit.lent = true;
-                watchdog::busy_enter();
-                let ran = to.host_guest();
-                watchdog::busy_exit();
-                exit.lent = false;
-                g = pool.lock();
-                g.lanes[h].nr_lent -= 1;
-                g.lanes[h].stats.stole += ran;
-            }
+            g = help_as_guest(pool, me, g, to, &mut exit);
         }
         let h = g.workers[me].lane;
         if !g.work_for(h) && g.workers[me].scheduled.is_empty() {
@@ -268,37 +226,7 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         pool.update_lendable(&g);
         watchdog::busy_enter();
         exit.busy = true;
-        let mut items = 0u32;
-        loop {
-            let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
-                it
-            } else if let Some(it) = g.next_item(h) {
-                it
-            } else {
-                break;
-            };
-            if let Some(other) = g.find_executing(&item.work).filter(|&o| o != me) {
-                // Non-reentrancy inside the pool: the item waits for its running instance.
-                g.workers[other].scheduled.push_back(item);
-                continue;
-            }
-            g = process_one_work(pool, me, g, item, &mut wq_cache, true);
-            if !probe_tried && pool.probe_wanted() {
-                // The pool's items were seen to sleep: this worker reads its
-                // switch records from its next item on (a worker may stay
-                // busy for a long time; the end of its busy spell is too late).
-                probe_tried = true;
-                drop(g);
-                let probe = SwitchProbe::open_current();
-                g = pool.lock();
-                g.workers[me].probe = probe;
-            }
-            items += 1;
-            if budget::on() && g.budget_yield(me, items, pool) {
-                yielded = true;
-                break;
-            }
-        }
+        (g, yielded) = run_busy(pool, me, h, g, &mut wq_cache, &mut probe_tried);
         g.workers[me].last_start = None;
         if pool.managed {
             g.lanes[h].nr_running -= 1;
@@ -306,6 +234,181 @@ pub(super) fn worker_thread(pool: &'static Pool, me: usize, home: usize) {
         g.lanes[h].worker_left();
         watchdog::busy_exit();
         exit.busy = false;
+    }
+}
+
+/// The new worker's thread takes its slot: its thread handle and id, its
+/// CPU and its probe, under the lock. Bound pools pin to their CPU (to
+/// every usable CPU while disassociated); pod pools pin each worker to its
+/// lane's CPU (re-homing moves it later), so a wakeup lands where it was
+/// meant to. Under the lock, so a change of the usable CPUs (`hotplug`)
+/// either sees this worker or is seen by it.
+fn worker_start(
+    pool: &'static Pool,
+    me: usize,
+    home: usize,
+    probe: Option<SwitchProbe>,
+) -> MutexGuard<'static, PoolInner> {
+    let mut g = pool.lock();
+    g.workers[me].thread = Some(thread::current());
+    g.workers[me].tid = sched::gettid();
+    let target = pool.pin_target(&g, g.lanes[home].cpu);
+    Pool::pin(0, &target);
+    g.set_probe(me, probe);
+    g.nr_starting -= 1;
+    g.workers[me].state = WState::Running;
+    g
+}
+
+/// How an idle wait ends.
+enum Idle {
+    /// Picked, or work found: the lock, to go on with.
+    Work(MutexGuard<'static, PoolInner>),
+    /// Left the pool: culled, or the pool was let go.
+    Left,
+    /// Adopted by a partner pool: left this one, goes there.
+    Adopted(Adoption, Option<SwitchProbe>),
+}
+
+/// Worker `me` waits on its lane's idle stack until it is picked or finds
+/// work (`worker_enter_idle`, park, `worker_leave_idle`), or until it leaves
+/// the pool: idle beyond the cull rule, the pool let go (also when that
+/// happened while this worker was busy), or adopted by a partner pool.
+fn wait_for_work(pool: &'static Pool, me: usize, mut g: MutexGuard<'static, PoolInner>) -> Idle {
+    let h = g.workers[me].lane;
+    g.enter_idle(me);
+    pool.update_lendable(&g);
+    // On the idle stack first: a kick for this pool may pick it.
+    let mut kick = g.budget_give(me);
+    let mut timed_out = false;
+    loop {
+        let adopted = g.workers[me].adopted_by.take();
+        if adopted.is_some() || (timed_out && g.too_many_workers()) || (g.dying && !g.has_work()) {
+            if adopted.is_none() {
+                trace::worker_culled(pool.id, me, g.dying);
+            }
+            g.leave_idle(me);
+            g.workers[me].state = WState::Exited;
+            g.workers[me].thread = None;
+            let probe = g.workers[me].probe.take();
+            g.nr_workers -= 1;
+            pool.update_lendable(&g);
+            drop(g);
+            if kick {
+                budget::kick_waiters();
+            }
+            if let Some(to) = adopted {
+                return Idle::Adopted(to, probe);
+            }
+            // The mapping goes with the lock released.
+            drop(probe);
+            return Idle::Left;
+        }
+        drop(g);
+        if std::mem::take(&mut kick) {
+            budget::kick_waiters();
+        }
+        let timeout = Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed));
+        let t0 = std::time::Instant::now();
+        thread::park_timeout(timeout);
+        timed_out = t0.elapsed() >= timeout;
+        g = pool.lock();
+        if timed_out {
+            // Idle a whole idle timeout: whatever list of the pool
+            // a peak left big (another lane's, a pwq's) shrinks now.
+            g.shrink_lists();
+        }
+        if g.workers[me].adopted_by.is_some() {
+            // Adopted by a partner pool: leave (at the top of the loop).
+            continue;
+        }
+        if g.workers[me].state == WState::Woken {
+            // Picked for a lane (maybe re-homed onto it by the waker).
+            let h = g.workers[me].lane;
+            g.lanes[h].nr_woken -= 1;
+            return Idle::Work(g);
+        }
+        if g.work_for(h) && (!pool.managed || g.budget_take(me, pool)) {
+            g.leave_idle(me);
+            return Idle::Work(g);
+        }
+    }
+}
+
+/// Lent to a lagging per-CPU pool `to` of the pod: help there, then come
+/// back; unless work arrived at home meanwhile, which comes first. A guest
+/// holds a unit of the budget there; without one, the pool it was lent to
+/// waits for one.
+fn help_as_guest(
+    pool: &'static Pool,
+    me: usize,
+    mut g: MutexGuard<'static, PoolInner>,
+    to: &'static Pool,
+    exit: &mut WorkerExit,
+) -> MutexGuard<'static, PoolInner> {
+    let h = g.workers[me].lane;
+    if !g.work_for(h) && g.budget_take(me, to) {
+        g.lanes[h].nr_lent += 1;
+        pool.update_lendable(&g);
+        drop(g);
+        exit.lent = true;
+        watchdog::busy_enter();
+        let ran = to.host_guest();
+        watchdog::busy_exit();
+        exit.lent = false;
+        g = pool.lock();
+        g.lanes[h].nr_lent -= 1;
+        g.lanes[h].stats.stole += ran;
+    }
+    g
+}
+
+/// The busy section: worker `me` runs what the busy table hands it and the
+/// items of its lane `h` (or a lagging lane's, stolen) until none is left.
+/// Returns whether it stopped to give its unit of the CPU budget to another
+/// pool.
+#[inline]
+fn run_busy(
+    pool: &'static Pool,
+    me: usize,
+    h: usize,
+    mut g: MutexGuard<'static, PoolInner>,
+    wq_cache: &mut Option<Arc<WqInner>>,
+    probe_tried: &mut bool,
+) -> (MutexGuard<'static, PoolInner>, bool) {
+    let mut items = 0u32;
+    loop {
+        let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
+            it
+        } else if let Some(it) = g.next_item(h) {
+            it
+        } else {
+            return (g, false);
+        };
+        // A one-off job runs once: no other instance can be running
+        // (its cell is reused only after the busy table let go of it).
+        if !item.work.once
+            && let Some(other) = g.find_executing(&item.work).filter(|&o| o != me)
+        {
+            // Non-reentrancy inside the pool: the item waits for its running instance.
+            g.workers[other].scheduled.push_back(item);
+            continue;
+        }
+        g = process_one_work(pool, me, g, item, wq_cache, true);
+        if !*probe_tried && pool.probe_wanted() {
+            // The pool's items were seen to sleep: this worker reads its
+            // switch records from its next item on (a worker may stay
+            // busy for a long time; the end of its busy spell is too late).
+            *probe_tried = true;
+            drop(g);
+            let probe = SwitchProbe::open_current();
+            g = pool.lock();
+            g.set_probe(me, probe);
+        }
+        items += 1;
+        if budget::on() && g.budget_yield(me, items, pool) {
+            return (g, true);
+        }
     }
 }
 
@@ -494,7 +597,10 @@ impl Drop for Running {
 }
 
 /// Runs one item on worker `me` (a rescuer when `counted` is false: it never
-/// counts in `nr_running`).
+/// counts in `nr_running`): the busy table lists it and a worker is kicked
+/// for the rest of the lane, it runs with the lock released, its accounting
+/// ends under the lock, and what it held goes in the release tail
+/// ([`release_item`]).
 fn process_one_work<'a>(
     pool: &'static Pool,
     me: usize,
@@ -539,6 +645,13 @@ fn process_one_work<'a>(
     inner.lockup.started += 1;
     let (lane, prev) = (w.lane, w.last_start);
     let work = running.work();
+    // Read before PENDING clears: a queue after that stamps the next cycle.
+    let stamp = if wq.latency {
+        work.queued_at.load(Ordering::Relaxed)
+    } else {
+        0
+    };
+    let mut times = ItemTimes::queued_at(stamp);
     // A one-off job is never queued again, so nothing reads its PENDING bit.
     if !work.once {
         work.clear_pending();
@@ -558,9 +671,11 @@ fn process_one_work<'a>(
     // runs it, or if this lane lags and another CPU of the pod is free.
     let wake = g.kick(hint);
     unlock_wake(pool, g, wake);
+    times.start();
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
     let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
+    times.end();
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
     // catch their own). The handlers run as part of the item: what the item
     // may not wait for (itself, its queue), they may not either.
@@ -580,6 +695,7 @@ fn process_one_work<'a>(
     let st = &mut g.pwqs[item.pwq as usize].stats;
     st.completed += 1;
     st.panics += u64::from(panicked);
+    g.pwqs[item.pwq as usize].lat.record(&times);
     *cache = Some(wq);
     if g.workers[me].blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
@@ -592,16 +708,34 @@ fn process_one_work<'a>(
         running.work().finish_cycle();
     }
     let work = running.disarm();
-    // The item may be gone but for this reference, and a `Work`'s closure
-    // holds the user's values: their destructors may call into cmwq (queue
-    // on this pool, drop a workqueue, wait), so they run with the lock
-    // released, and before this thread takes another item (a wait on that
-    // item would wait for this very thread). Meanwhile the busy table lists
-    // the item again (it is alive until the drop), so a wait there counts as
-    // this worker blocking (`blocking`, the sampler) and another worker
-    // takes what the pool has. A one-off job's cell holds nothing of the
-    // user's once it ran (its closure was taken, its result and waker went
-    // to the handle or were dropped): it needs none of this.
+    release_item(pool, me, g, post, work, stale, addr, managed)
+}
+
+/// The release tail of [`process_one_work`]: what the item held goes with
+/// the lock released.
+///
+/// The item may be gone but for this reference, and a `Work`'s closure
+/// holds the user's values: their destructors may call into cmwq (queue
+/// on this pool, drop a workqueue, wait), so they run with the lock
+/// released, and before this thread takes another item (a wait on that
+/// item would wait for this very thread). Meanwhile the busy table lists
+/// the item again (it is alive until the drop), so a wait there counts as
+/// this worker blocking (`blocking`, the sampler) and another worker
+/// takes what the pool has. A one-off job's cell holds nothing of the
+/// user's once it ran (its closure was taken, its result and waker went
+/// to the handle or were dropped): it needs none of this.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn release_item<'a>(
+    pool: &'static Pool,
+    me: usize,
+    mut g: MutexGuard<'a, PoolInner>,
+    post: Post,
+    work: Arc<WorkInner>,
+    stale: Option<Arc<WqInner>>,
+    addr: usize,
+    managed: bool,
+) -> MutexGuard<'a, PoolInner> {
     let release = !work.once || stale.is_some();
     if release {
         g.workers[me].current = addr;

@@ -1,0 +1,352 @@
+//! A pwq's life on its pool: `attach` and `detach` (the slot and its era),
+//! retiring and killing it after an attrs change, unplugging an ordered
+//! queue's next generation, `max_active` and the node budget on activation,
+//! and `dec_in_flight` (`pwq_dec_nr_in_flight`), where an item's accounting
+//! ends and flushers, waiting pwqs and a dead pwq's workqueue are told.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::Thread;
+
+use super::kick::unlock_wake;
+use super::{
+    ERA_MASK, NR_COLORS, PWQ_LIST_CAP, Pool, PoolInner, Post, PwqId, PwqState, SHRINK_ABOVE,
+};
+use crate::engine::workqueue::WqInner;
+use crate::types::PwqStats;
+
+impl Pool {
+    /// Links a workqueue to this pool: allocates its pwq slot. New items get
+    /// flush colour `color` (the workqueue's current one); a `plugged` pwq holds
+    /// its items until [`unplug`](Self::unplug). Fails only when the pool
+    /// already holds 2^24 pwqs (a slot number must fit a routing word).
+    pub(crate) fn attach(
+        &'static self,
+        wq: Arc<WqInner>,
+        max_active: usize,
+        node: usize,
+        color: u8,
+        plugged: bool,
+    ) -> Result<PwqId, crate::Error> {
+        let mut g = self.lock();
+        let slot = match g.free_pwqs.pop() {
+            Some(s) => s,
+            None if g.pwqs.len() > ERA_MASK as usize => return Err(crate::Error::TooManyPools),
+            None => {
+                g.pwqs.push(PwqState::free(ERA_MASK));
+                (g.pwqs.len() - 1) as u32
+            }
+        };
+        let era = g.pwqs[slot as usize].era.wrapping_add(1) & ERA_MASK;
+        g.refcnt += 1;
+        g.dying = false;
+        let lat = crate::hist::PwqLatency::new(wq.latency);
+        g.pwqs[slot as usize] = PwqState {
+            wq: Some(wq),
+            era,
+            max_active,
+            nr_active: 0,
+            // Room up front, as for the lane worklists: a pwq first used late
+            // (a per-CPU pool of the pod the queuer just moved to) must not
+            // allocate on the queue path.
+            inactive: VecDeque::with_capacity(PWQ_LIST_CAP),
+            in_flight: [0; NR_COLORS],
+            nr_in_flight: 0,
+            work_color: color,
+            node,
+            credits: 0,
+            stats: PwqStats::default(),
+            lat,
+            retired: false,
+            dead: false,
+            plugged,
+        };
+        // A pool starts with one idle worker, except the pool of a CPU that
+        // is not usable (never online, or outside the process's CPUs): a
+        // machine may list hundreds of possible CPUs, and such a pool gets its
+        // first worker from the watchdog when an item is queued there.
+        if g.nr_workers == 0 && !g.disassociated {
+            g = self.create_worker(g, 0);
+        }
+        drop(g);
+        Ok(PwqId { slot, era })
+    }
+
+    /// Unlinks a drained pwq and frees its slot (a dead pwq gave up its pool
+    /// reference already); its memory goes with it, and the slot is reused
+    /// by the next attach under a new era. Does nothing for a stale
+    /// `id` (freed already: `destroy` and [`WqInner::reap`] may both try).
+    pub(crate) fn detach(&'static self, id: PwqId) {
+        let mut g = self.lock();
+        let Some(i) = g.live(id) else {
+            return;
+        };
+        let dead = g.pwqs[i].dead;
+        debug_assert_eq!(g.pwqs[i].nr_in_flight, 0, "detaching a pwq with items");
+        // Dropped after the unlock: the workqueue reference may be the last.
+        let old = std::mem::replace(&mut g.pwqs[i], PwqState::free(id.era));
+        g.free_pwqs.push(id.slot);
+        let wake = if dead {
+            Vec::new()
+        } else {
+            self.put_ref(&mut g)
+        };
+        if g.refcnt == 0 && g.free_pwqs.len() == g.pwqs.len() {
+            // No workqueue uses the pool any more: its lists' memory goes too.
+            g.shrink_lists();
+        }
+        drop(g);
+        drop(old);
+        for t in wake {
+            t.unpark();
+        }
+    }
+
+    /// Drops one workqueue's reference; an unbound pool with no users lets its
+    /// workers go (returns the idle ones to wake so they exit).
+    pub(super) fn put_ref(&self, g: &mut PoolInner) -> Vec<Thread> {
+        g.refcnt -= 1;
+        let mut wake = Vec::new();
+        if g.refcnt == 0 && self.attrs.cpu.is_none() {
+            g.dying = true;
+            for &i in g.lanes.iter().flat_map(|l| l.idle.iter()) {
+                if let Some(t) = &g.workers[i].thread {
+                    wake.push(t.clone());
+                }
+            }
+        }
+        wake
+    }
+
+    /// Marks a retired pwq dead: no more items, pool reference released.
+    /// The slot stays allocated until its workqueue frees it
+    /// ([`WqInner::reap`], asked for through `post`), which takes it off its
+    /// lists first.
+    pub(super) fn kill_pwq(&self, g: &mut PoolInner, slot: u32, post: &mut Post) -> Vec<Thread> {
+        let p = &mut g.pwqs[slot as usize];
+        p.dead = true;
+        let wq = p.wq.clone().expect("live pwq");
+        let id = PwqId { slot, era: p.era };
+        if wq.ordered {
+            post.died = Some(wq.clone());
+        }
+        debug_assert!(post.reap.is_none(), "one pwq dies per post");
+        post.reap = Some((wq, id));
+        self.put_ref(g)
+    }
+
+    /// Retires a pwq replaced by a new table; it dies at once if empty, else
+    /// when its last item completes.
+    pub(crate) fn retire(&'static self, id: PwqId) {
+        let mut g = self.lock();
+        let Some(i) = g.live(id) else {
+            return;
+        };
+        let mut post = Post::default();
+        g.pwqs[i].retired = true;
+        let wake = if g.pwqs[i].nr_in_flight == 0 && !g.pwqs[i].dead {
+            self.kill_pwq(&mut g, id.slot, &mut post)
+        } else {
+            Vec::new()
+        };
+        drop(g);
+        for t in wake {
+            t.unpark();
+        }
+        post.run(self);
+    }
+
+    /// Kills a retired, empty pwq found while advancing an ordered chain.
+    /// Returns whether it is dead (or gone), and the workqueue that must
+    /// free it ([`WqInner::reap`], which the caller runs once it holds no
+    /// lock: it is the chain walker, and `died` would re-enter it).
+    pub(crate) fn kill_if_drained(&'static self, id: PwqId) -> (bool, Option<Arc<WqInner>>) {
+        let mut g = self.lock();
+        let Some(i) = g.live(id) else {
+            return (true, None);
+        };
+        let p = &g.pwqs[i];
+        if p.dead {
+            return (true, None);
+        }
+        if !(p.retired && p.nr_in_flight == 0) {
+            return (false, None);
+        }
+        let mut post = Post::default();
+        let wake = self.kill_pwq(&mut g, id.slot, &mut post);
+        drop(g);
+        for t in wake {
+            t.unpark();
+        }
+        (true, post.reap.take().map(|(wq, _)| wq))
+    }
+
+    /// Lets a plugged pwq's items compete for the node budget, oldest first.
+    pub(crate) fn unplug(&'static self, id: PwqId) {
+        let mut g = self.lock();
+        let Some(i) = g.live(id) else {
+            return;
+        };
+        let p = &mut g.pwqs[i];
+        if !p.plugged {
+            return;
+        }
+        p.plugged = false;
+        let n = p.inactive.len();
+        let node = p.node;
+        let wq = p.wq.clone().expect("live pwq");
+        if n == 0 {
+            return;
+        }
+        // Registered under the pool lock, so an item queued right after the
+        // unlock finds waiters and lines up behind these.
+        wq.node_enqueue_waiting(node, self.id, id.slot, n);
+        drop(g);
+        wq.node_activate(node);
+    }
+
+    /// Sets the flush colour that new items of a pwq get.
+    pub(crate) fn pwq_flip_color(&self, id: PwqId, color: u8) {
+        let mut g = self.lock();
+        if let Some(i) = g.live(id) {
+            g.pwqs[i].work_color = color;
+        }
+    }
+
+    /// A pwq's counters (zero for one that is gone).
+    pub(crate) fn pwq_stats(&self, id: PwqId) -> PwqStats {
+        self.with_pwq(id, |p| p.stats)
+    }
+
+    /// Adds a pwq's latency histograms to `sum` (nothing for one that is gone).
+    pub(crate) fn pwq_latency(&self, id: PwqId, sum: &mut crate::hist::PwqLatency) {
+        self.with_pwq(id, |p| sum.add(&p.lat));
+    }
+
+    /// Runs `f` on a pwq's state under the pool lock; a pwq that is gone
+    /// reads as dead and empty.
+    pub(crate) fn with_pwq<R>(&self, id: PwqId, f: impl FnOnce(&PwqState) -> R) -> R {
+        let g = self.lock();
+        match g.live(id) {
+            Some(i) => f(&g.pwqs[i]),
+            None => f(&PwqState::gone()),
+        }
+    }
+
+    /// Changes a pwq's max_active and activates what the new limit allows.
+    pub(crate) fn pwq_set_max_active(&'static self, id: PwqId, max: usize) {
+        let mut g = self.lock();
+        let Some(i) = g.live(id) else {
+            return;
+        };
+        g.pwqs[i].max_active = max;
+        let hint = self.activate_pwq(&mut g, id.slot);
+        let wake = g.kick(hint);
+        unlock_wake(self, g, wake);
+    }
+
+    /// Activates inactive items of a bound pwq while its limit allows.
+    /// Returns the lane of the last one activated (0 if none), a kick's hint.
+    pub(super) fn activate_pwq(&self, g: &mut PoolInner, slot: u32) -> usize {
+        let mut hint = 0;
+        while g.pwq_can_activate(slot) {
+            let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else {
+                break;
+            };
+            g.pwqs[slot as usize].nr_active += 1;
+            hint = usize::from(it.lane);
+            g.push_active(it);
+        }
+        hint
+    }
+
+    /// Activates one inactive item of an unbound pwq that holds a node budget slot.
+    /// Returns false (budget not used) if the pwq has nothing inactive.
+    ///
+    /// A waiting entry names its pwq by slot alone and may outlive it (its
+    /// items were cancelled, the pwq died and was freed): whatever pwq holds
+    /// the slot now is used only if it is `wq`'s, draws on the same `node`
+    /// and is not plugged, so the unit is one of that pwq's own budget and an
+    /// ordered queue's held-back generation stays held back.
+    pub(crate) fn activate_one_unbound(
+        &'static self,
+        slot: u32,
+        wq: &Arc<WqInner>,
+        node: usize,
+    ) -> bool {
+        let mut g = self.lock();
+        if !g.pwq_of(slot, wq) {
+            return false;
+        }
+        let p = &g.pwqs[slot as usize];
+        if p.node != node || p.plugged {
+            return false;
+        }
+        let Some(it) = g.pwqs[slot as usize].inactive.pop_front() else {
+            return false;
+        };
+        g.pwqs[slot as usize].nr_active += 1;
+        let hint = usize::from(it.lane);
+        g.push_active(it);
+        let wake = g.kick(hint);
+        unlock_wake(self, g, wake);
+        true
+    }
+
+    /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`).
+    pub(super) fn dec_in_flight(
+        &self,
+        g: &mut PoolInner,
+        slot: u32,
+        color: u8,
+        active: bool,
+        post: &mut Post,
+    ) {
+        let p = &mut g.pwqs[slot as usize];
+        p.in_flight[color as usize] -= 1;
+        p.nr_in_flight -= 1;
+        if p.nr_in_flight == 0 && p.inactive.capacity() > SHRINK_ABOVE {
+            // The pwq went idle after a peak held back by `max_active`:
+            // the list's memory goes back (once per peak, not per item).
+            p.inactive = VecDeque::with_capacity(PWQ_LIST_CAP);
+        }
+        let wq = p.wq.as_ref().expect("live pwq");
+        if (p.in_flight[color as usize] == 0 || p.nr_in_flight == 0) && wq.has_flushers() {
+            post.notify = Some(wq.clone());
+        }
+        let dies = p.retired && p.nr_in_flight == 0 && !p.dead;
+        if active {
+            self.dec_active(g, slot, post);
+        }
+        if dies {
+            for t in self.kill_pwq(g, slot, post) {
+                t.unpark();
+            }
+        }
+    }
+
+    /// An active item of a pwq left: its `max_active` unit goes back.
+    pub(super) fn dec_active(&self, g: &mut PoolInner, slot: u32, post: &mut Post) {
+        let p = &mut g.pwqs[slot as usize];
+        let wq = p.wq.as_ref().expect("live pwq");
+        p.nr_active -= 1;
+        if wq.unbound {
+            let node = p.node;
+            p.credits += 1;
+            let idle = p.nr_active == 0 && p.inactive.is_empty();
+            let give = if idle || wq.node_has_waiters(node) {
+                std::mem::take(&mut p.credits)
+            } else if p.credits > 2 * wq.node_batch(node) {
+                let keep = wq.node_batch(node);
+                std::mem::replace(&mut p.credits, keep) - keep
+            } else {
+                0
+            };
+            if give > 0 && wq.node_put(node, give) {
+                post.activate = Some((wq.clone(), node));
+            }
+        } else {
+            self.activate_pwq(g, slot);
+        }
+    }
+}
