@@ -514,7 +514,7 @@ impl Workqueue {
     /// The latency histograms (see [`crate::hist`]): time from queued to
     /// started and from started to ended of every item that ended, summed
     /// over the queue's pwqs; `None` for a queue built without them
-    /// ([`WorkqueueBuilder::latency_histograms`]).
+    /// ([`WorkqueueBuilder::latency_histograms`](crate::WorkqueueBuilder::latency_histograms)).
     ///
     /// ```
     /// use cmwq::{Work, Workqueue};
