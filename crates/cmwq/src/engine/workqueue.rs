@@ -299,6 +299,9 @@ pub(crate) struct WqInner {
     /// A: `max_active`, written under `WQ attrs`. `Relaxed`: a setting; the
     /// writer runs the activation pass itself.
     max_active: AtomicUsize,
+    /// A: `min_active` set by [`Workqueue::set_min_active`] (0: the default,
+    /// `min(max_active, MIN_ACTIVE)`), written under `WQ attrs`. `Relaxed`.
+    min_active: AtomicUsize,
     /// I (the vector); each node's fields carry their own tags.
     nodes: Vec<NodeActive>,
     /// WQ node_cpus, written only under `WQ attrs` (or before the queue is
@@ -486,10 +489,20 @@ impl WqInner {
             .sum()
     }
 
+    /// The floor of each node's share of `max_active` (the kernel's
+    /// `min_active`): the one set, or `min(max_active, MIN_ACTIVE)`; never
+    /// above `max_active`.
+    fn min_active(&self, max_active: usize) -> usize {
+        match self.min_active.load(Ordering::Relaxed) {
+            0 => max_active.min(MIN_ACTIVE),
+            m => m.min(max_active),
+        }
+    }
+
     fn node_maxes(&self, max_active: usize) -> Vec<usize> {
         let node_cpus = self.node_cpus.lock();
         let total: usize = node_cpus.iter().sum::<usize>().max(1);
-        let min = max_active.min(MIN_ACTIVE);
+        let min = self.min_active(max_active);
         node_cpus
             .iter()
             .map(|&c| (max_active * c).div_ceil(total).clamp(min, max_active))
@@ -1174,6 +1187,7 @@ impl WorkqueueBuilder {
             handles: AtomicUsize::new(1),
             borrows: AtomicUsize::new(0),
             id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
+            min_active: AtomicUsize::new(0),
         });
         let tab = inner.build_table(&attrs, prio, 0, false)?;
         inner.set_node_budgets(&attrs, &tab);
@@ -1579,6 +1593,7 @@ impl WqInner {
 /// The rescuer: sleeps until a pool sends mayday, then runs batches of the
 /// starving pwq's items on this thread; exits when the workqueue is destroyed.
 fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
+    super::pool::mark_rescuer();
     if let Some(w) = wq.upgrade()
         && let Some(r) = &w.rescuer
     {
@@ -2054,6 +2069,43 @@ impl Workqueue {
         Ok(())
     }
 
+    /// Sets the floor of each NUMA node's share of an unbound queue's
+    /// `max_active` (the kernel's `workqueue_set_min_active`; by default
+    /// `min(max_active, 8)`): `n` is clamped to 1..=`max_active`. Refused
+    /// for a per-CPU or an ordered queue, as the kernel refuses it.
+    pub fn set_min_active(&self, n: usize) -> Result<(), Error> {
+        if !self.inner.unbound || self.inner.ordered {
+            return Err(Error::MinActiveNotUnbound(self.inner.name.clone()));
+        }
+        {
+            let attrs = self.inner.attrs.lock();
+            let n = n.clamp(1, attrs.max_active);
+            self.inner.min_active.store(n, Ordering::Relaxed);
+            for (node, max) in self
+                .inner
+                .node_maxes(attrs.max_active)
+                .into_iter()
+                .enumerate()
+            {
+                self.inner.nodes[node].set_max(max);
+            }
+        }
+        self.reactivate();
+        Ok(())
+    }
+
+    /// The picture of this queue that [`crate::snapshot()`] holds for it.
+    pub fn snapshot(&self) -> crate::snapshot::WorkqueueSnap {
+        self.snap()
+    }
+
+    /// What the kernel's `show_one_workqueue` prints for this queue (nothing
+    /// when no item of it is active or held back): its pwqs with what runs
+    /// and what waits, in the words of the lockup report.
+    pub fn show_busy(&self) -> String {
+        super::pool::show_busy(Some(self.inner.id))
+    }
+
     /// The per-node `max_active` of an unbound queue (kernel: `node_nr_active[].max`).
     pub fn node_max_active(&self) -> Vec<usize> {
         self.inner.nodes.iter().map(NodeActive::max).collect()
@@ -2283,6 +2335,15 @@ impl DelayedWork {
     /// Disables the item (see [`Work::disable`]).
     pub fn disable(&self) -> bool {
         self.work.disable()
+    }
+    /// True while a callback of the item runs (see [`Work::is_running`]).
+    pub fn is_running(&self) -> bool {
+        self.work.is_running()
+    }
+    /// Queues the item now if its timer is armed, without waiting; returns
+    /// whether it was armed (an idle, queued or running item is left alone).
+    pub fn fire(&self) -> bool {
+        !threads::forked() && timer::fire_now(&self.work.0)
     }
     /// Enables the item (see [`Work::enable`]).
     pub fn enable(&self) -> bool {
@@ -2604,7 +2665,7 @@ impl Workqueue {
             custom_topology: inner.ctx.custom,
             cpu_pool,
             dfl_pool,
-            min_active: attrs.max_active.min(MIN_ACTIVE),
+            min_active: inner.min_active(attrs.max_active),
             attrs,
             node_nr_active: self.node_nr_active(),
             node_max_active: self.node_max_active(),

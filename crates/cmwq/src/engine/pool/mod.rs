@@ -72,6 +72,7 @@ mod hotplug;
 mod lane;
 mod lockup;
 mod manage;
+mod query;
 mod sleep;
 mod snap;
 mod tick;
@@ -84,6 +85,8 @@ pub(crate) use hotplug::{check as hotplug_check, usable as usable_cpus, watchdog
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
 pub use lockup::{set_cm_exempt, set_watchdog_thresh, watchdog_thresh};
+pub use query::{current_is_rescuer, show_all_workqueues};
+pub(crate) use query::{mark_rescuer, show_busy};
 pub(crate) use sleep::look_all;
 pub(crate) use snap::pool_snaps;
 pub(crate) use tick::tick_all;
