@@ -142,7 +142,7 @@ impl Bar {
 pub fn run(a: BenchArgs) -> Result<(), String> {
     let cfg = config(&a)?;
     if let Some(path) = &a.plot {
-        cmwq_lab::plot::check_plot_path(path)?;
+        cmwq_lab::svg::check_plot_path(path)?;
     }
     let subjects = bench::subjects();
     let peers = bench::peers();
@@ -175,7 +175,9 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     emit(
         a.plot.as_deref(),
         || bench::svg::render(&report, &crate::provenance()),
-        a.json.then(|| bench::to_json(&report)),
+        a.json
+            .then(|| crate::json::schema_first(bench::to_json(&report)))
+            .transpose()?,
         || {
             let mut t = bench::report_kernel_lines(&report).join("\n");
             t.push_str("\n\n");

@@ -12,8 +12,12 @@ use std::io::{BufRead, Write as _};
 use std::time::{Duration, Instant};
 
 use cmwq::control::{self, Client};
-use cmwq::snapshot::{PoolSnap, ScopeSnap, Snapshot, WorkqueueSnap};
+use cmwq::hist::WqLatency;
+use cmwq::snapshot::{Snapshot, WorkqueueSnap};
+
+mod dump;
 use cmwq::topology::cpumask_str;
+pub use dump::render_dump;
 
 /// The `--timeout` of every command that talks to a process.
 #[derive(clap::Args, Debug, Clone, Copy)]
@@ -189,26 +193,11 @@ pub const SET_SCHEMA: &str = "cmwq-set/1";
 /// Schema tag of `cmwq ps --json` (SCHEMA.md).
 pub const PS_SCHEMA: &str = "cmwq-ps/1";
 
-/// A JSON document with its `"schema"` tag first, then `doc`'s own fields.
-#[derive(serde::Serialize)]
-struct Tagged<'a, T: serde::Serialize> {
-    schema: &'static str,
-    #[serde(flatten)]
-    doc: &'a T,
-}
-
 /// Runs `cmwq dump`.
 pub fn dump(a: DumpArgs) -> Result<(), String> {
     let s = snapshot_of(a.pid, a.timeout.get()?)?;
     if a.json {
-        let doc = Tagged {
-            schema: DUMP_SCHEMA,
-            doc: &s,
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print(DUMP_SCHEMA, &s)?;
     } else {
         print!("{}", render_dump(&s));
     }
@@ -268,292 +257,6 @@ fn clean(name: &str) -> String {
     } else {
         name.to_string()
     }
-}
-
-fn heading(out: &mut String, title: &str) {
-    let _ = writeln!(out);
-    let _ = writeln!(out, "{title}");
-    let _ = writeln!(out, "{}", "=".repeat(title.len()));
-}
-
-fn wq_type(w: &WorkqueueSnap) -> &'static str {
-    match w.kind.as_str() {
-        "ordered" => "ordered",
-        "unbound" if w.attrs.affinity_strict => "unbound,S",
-        "unbound" => "unbound",
-        _ => "percpu",
-    }
-}
-
-/// The kernel's pool flag bit for workers not bound to the pool's CPU.
-const POOL_DISASSOCIATED: u32 = 1 << 2;
-
-fn pool_line(p: &PoolSnap, id_len: usize, ref_len: usize) -> String {
-    let mut s = format!(
-        "pool[{:0id_len$}] flags=0x{:02x} ref={:ref_len$} nice={:3} idle/workers={:3}/{:3} ",
-        p.id, p.flags, p.refs, p.nice, p.idle, p.workers
-    );
-    match p.cpu {
-        Some(c) => {
-            let _ = write!(s, "cpu={c:3}");
-            // The kernel's POOL_DISASSOCIATED on a bound pool: its CPU is
-            // not usable now and its workers run elsewhere.
-            if p.flags & POOL_DISASSOCIATED != 0 {
-                s.push_str(" DISASSOCIATED");
-            }
-            if p.rebinds > 0 {
-                let _ = write!(s, " rebinds={}", p.rebinds);
-            }
-        }
-        None => {
-            let _ = write!(
-                s,
-                "cpus={} pod_cpus={}",
-                cpumask_str(&p.cpus),
-                cpumask_str(&p.pod_cpus)
-            );
-            if let Some(c) = p.lane_cpu {
-                let _ = write!(s, " lane={c}");
-            }
-            if p.strict {
-                s.push_str(" strict");
-            }
-        }
-    }
-    if p.policy == "fifo" {
-        let _ = write!(s, " fifo={}", p.rt_priority);
-    }
-    s
-}
-
-/// The whole text of `cmwq dump`: `wq_dump.py`'s five sections, then the
-/// knobs of the unbound workqueues and every workqueue's priority (with the
-/// reason when it fell back to a lower one).
-pub fn render_dump(s: &Snapshot) -> String {
-    let t = &s.topology;
-    let mut out = String::new();
-    let _ = writeln!(out, "Affinity Scopes");
-    let _ = writeln!(out, "===============");
-    let _ = writeln!(
-        out,
-        "wq_unbound_cpumask={}",
-        cpumask_str(&t.unbound_cpumask)
-    );
-    if !t.usable.is_empty() {
-        // What the process may use now (affinity and cpuset) against what
-        // the machine has: bound pools of the others are disassociated.
-        let _ = writeln!(
-            out,
-            "possible={} usable={}",
-            cpumask_str(&t.possible),
-            cpumask_str(&t.usable)
-        );
-    }
-    for sc in &t.scopes {
-        let ScopeSnap {
-            scope,
-            pod_cpus,
-            pod_node,
-            cpu_pod,
-        } = sc;
-        scope_block(
-            &mut out,
-            scope.name(),
-            *scope == t.default_scope,
-            pod_cpus,
-            pod_node,
-            cpu_pod,
-        );
-    }
-
-    let _ = writeln!(out, "\n{}", s.cpu_budget.line());
-
-    heading(&mut out, "Worker Pools");
-    let id_len = s
-        .pools
-        .iter()
-        .map(|p| p.id.to_string().len())
-        .max()
-        .unwrap_or(1);
-    let ref_len = s
-        .pools
-        .iter()
-        .map(|p| p.refs.to_string().len())
-        .max()
-        .unwrap_or(1);
-    for p in &s.pools {
-        let _ = writeln!(out, "{}", pool_line(p, id_len, ref_len));
-    }
-
-    heading(&mut out, "Workqueue CPU -> pool");
-    let cpus = &t.possible;
-    let _ = write!(
-        out,
-        "[{:^w$}\\ {:WQ_TYPE_LEN$}",
-        "workqueue",
-        "type   CPU",
-        w = WQ_NAME_LEN - 2
-    );
-    for c in cpus {
-        let _ = write!(out, " {c:id_len$}");
-    }
-    let _ = writeln!(out, " dfl]");
-    for w in &s.workqueues {
-        let _ = write!(out, "{:WQ_NAME_LEN$} {:10}", clean(&w.name), wq_type(w));
-        for &c in cpus {
-            let f = c.to_string().len().max(id_len);
-            match w.cpu_pool.get(c).copied().flatten() {
-                Some(p) => {
-                    let _ = write!(out, " {p:f$}");
-                }
-                None => {
-                    let _ = write!(out, " {:>f$}", "-");
-                }
-            }
-        }
-        if w.unbound
-            && let Some(d) = w.dfl_pool
-        {
-            let _ = write!(out, " {d:id_len$}");
-        }
-        if w.custom_topology {
-            out.push_str("  (synthetic topology)");
-        }
-        out.push('\n');
-    }
-
-    heading(&mut out, "Workqueue -> rescuer");
-    let mask_len = cpumask_str(&t.unbound_cpumask).len();
-    let ulen = mask_len.max("unbound_cpus".len());
-    let rlen = mask_len.max("rescuer_cpus".len());
-    let _ = writeln!(
-        out,
-        "[{:^w$}\\ {:ulen$}    pid {:rlen$} ]",
-        "workqueue",
-        "unbound_cpus",
-        "rescuer_cpus",
-        w = WQ_NAME_LEN - 2
-    );
-    for w in s.workqueues.iter().filter(|w| w.mem_reclaim) {
-        let ucpus = if w.unbound {
-            cpumask_str(&w.attrs.cpumask)
-        } else {
-            String::new()
-        };
-        let (tid, rcpus) = w
-            .rescuer
-            .as_ref()
-            .map_or((0, String::new()), |r| (r.tid, cpumask_str(&r.cpus)));
-        let _ = writeln!(
-            out,
-            "{:WQ_NAME_LEN$} {ucpus:ulen$} {tid:6} {rcpus:rlen$}",
-            clean(&w.name)
-        );
-    }
-
-    heading(&mut out, "Unbound workqueue -> node_nr/max_active");
-    let _ = writeln!(out, "online_cpus={}", cpumask_str(&t.online));
-    for n in &t.nodes {
-        let _ = writeln!(out, "NODE[{:02}]={}", n.id, cpumask_str(&n.cpus));
-    }
-    let _ = writeln!(out);
-    let _ = write!(out, "[{:^w$}\\ min max", "workqueue", w = WQ_NAME_LEN - 2);
-    for (i, n) in t.nodes.iter().enumerate() {
-        if i == 0 {
-            let _ = write!(out, "  NODE {}", n.id);
-        } else {
-            let _ = write!(out, " {:7}", n.id);
-        }
-    }
-    let _ = writeln!(out, " {:>7} ]", "all");
-    let _ = writeln!(out);
-    for w in s.workqueues.iter().filter(|w| w.unbound) {
-        let _ = write!(
-            out,
-            "{:WQ_NAME_LEN$} {:3} {:3}",
-            clean(&w.name),
-            w.min_active,
-            w.attrs.max_active
-        );
-        for (nr, max) in w.node_nr_active.iter().zip(&w.node_max_active) {
-            let _ = write!(out, " {nr:3}/{max:3}");
-        }
-        let nr: usize = w.node_nr_active.iter().sum();
-        let _ = writeln!(out, " {nr:3}/{:3}", w.attrs.max_active);
-    }
-
-    heading(&mut out, "Unbound workqueue -> attrs");
-    let _ = writeln!(
-        out,
-        "[{:^w$}\\ {:14} {:6} {:4} cpumask ]",
-        "workqueue",
-        "affinity_scope",
-        "strict",
-        "nice",
-        w = WQ_NAME_LEN - 2
-    );
-    for w in s.workqueues.iter().filter(|w| w.unbound) {
-        let a = &w.attrs;
-        let _ = writeln!(
-            out,
-            "{:WQ_NAME_LEN$} {:14} {:6} {:4} {}",
-            clean(&w.name),
-            a.affinity_scope.name(),
-            u8::from(a.affinity_strict),
-            a.nice,
-            cpumask_str(&a.cpumask)
-        );
-    }
-
-    heading(&mut out, "Workqueue -> priority");
-    let _ = writeln!(
-        out,
-        "[{:^w$}\\ {:10} fallback ]",
-        "workqueue",
-        "priority",
-        w = WQ_NAME_LEN - 2
-    );
-    for w in &s.workqueues {
-        let _ = writeln!(
-            out,
-            "{:WQ_NAME_LEN$} {:10} {}",
-            clean(&w.name),
-            w.stats.priority,
-            w.stats.priority_fallback.as_deref().unwrap_or("-")
-        );
-    }
-
-    // Not in wq_dump.py: the kernel's pod pool has one worklist; cmwq's has a
-    // lane per CPU of the pod (see the README's "Where user space differs").
-    heading(&mut out, "Pod pool -> lanes");
-    let _ = writeln!(
-        out,
-        "[{:>id_len$} {:>4} {:>6} {:>4} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9}]",
-        "pool", "cpu", "queued", "idle", "run", "local", "stolen", "stole", "rehomed", "spread"
-    );
-    for p in s
-        .pools
-        .iter()
-        .filter(|p| p.lanes.len() > 1 || p.lane_cpu.is_some())
-    {
-        for l in &p.lanes {
-            let _ = writeln!(
-                out,
-                " {:>id_len$} {:>4} {:>6} {:>4} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9}",
-                p.id,
-                l.cpu,
-                l.worklist,
-                l.idle,
-                l.running,
-                l.local,
-                l.stolen,
-                l.stole,
-                l.rehomed,
-                l.spread
-            );
-        }
-    }
-    out
 }
 
 /// The counters `wq_monitor.py` shows, for one workqueue.
@@ -631,25 +334,101 @@ fn monitor_row(w: &WorkqueueSnap, c: Counts, infl: u64) -> String {
     )
 }
 
-/// A table of `cur`, with deltas against `prev` when given.
+/// A table of `cur`, with deltas against `prev` when given. When a queue
+/// shown keeps latency histograms, four columns follow: the p50 and p99 of
+/// the queueing delay and of the run time (over the interval when deltas
+/// are shown; `-` for queues without histograms or items).
 pub fn render_monitor(prev: Option<&Snapshot>, cur: &Snapshot, filter: &Filter) -> String {
+    let shown: Vec<_> = cur
+        .workqueues
+        .iter()
+        .filter(|w| filter.matches(&w.name))
+        .collect();
+    let lat = shown.iter().any(|w| w.latency.is_some());
     let mut out = String::new();
     let _ = writeln!(out);
-    let _ = writeln!(out, "{}", monitor_header());
-    for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
+    let _ = write!(out, "{}", monitor_header());
+    if lat {
+        let _ = write!(out, " {}", latency_cells(LATENCY_HEADS.map(String::from)));
+    }
+    out.push('\n');
+    for w in shown {
+        let before = prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id));
         let now = Counts::of(w);
-        let shown = match prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id)) {
+        let counts = match before {
             Some(p) => now.minus(Counts::of(p)),
             None => now,
         };
-        let _ = writeln!(out, "{}", monitor_row(w, shown, w.stats.in_flight));
+        let _ = write!(out, "{}", monitor_row(w, counts, w.stats.in_flight));
+        if lat {
+            let _ = write!(
+                out,
+                " {}",
+                latency_cells(latency_strs(interval_latency(w, before).as_ref()))
+            );
+        }
+        out.push('\n');
     }
     out
 }
 
+/// Heads of the latency columns of `monitor` and `dump`.
+pub(crate) const LATENCY_HEADS: [&str; 4] = ["q_p50", "q_p99", "run_p50", "run_p99"];
+
+/// The four latency cells, right-aligned.
+pub(crate) fn latency_cells(c: [String; 4]) -> String {
+    format!("{:>8} {:>8} {:>8} {:>8}", c[0], c[1], c[2], c[3])
+}
+
+/// p50 and p99 of the queueing delay and of the run time (`-`: none).
+pub(crate) fn latency_strs(l: Option<&WqLatency>) -> [String; 4] {
+    let q = |h: Option<&cmwq::hist::Histogram>, q: f64| {
+        h.and_then(|h| h.quantile_ns(q))
+            .map_or_else(|| "-".to_string(), short_ns)
+    };
+    let (queue, run) = (l.map(|l| &l.queue), l.map(|l| &l.run));
+    [q(queue, 0.5), q(queue, 0.99), q(run, 0.5), q(run, 0.99)]
+}
+
+/// `w`'s latency since `before` (its previous sample), or in all.
+fn interval_latency(w: &WorkqueueSnap, before: Option<&WorkqueueSnap>) -> Option<WqLatency> {
+    let now = w.latency.as_ref()?;
+    Some(match before.and_then(|b| b.latency.as_ref()) {
+        Some(b) => now.since(b),
+        None => now.clone(),
+    })
+}
+
+/// A time in ns, short: `850ns`, `12.3us`, `4.1ms`, `2.50s`.
+pub(crate) fn short_ns(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns}ns"),
+        1_000..1_000_000 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
+    }
+}
+
+/// The latency record of `monitor --json`: counts and quantiles in ns.
+fn latency_json(l: &WqLatency) -> serde_json::Value {
+    let h = |h: &cmwq::hist::Histogram| {
+        serde_json::json!({
+            "count": h.count,
+            "sum_ns": h.sum_ns,
+            "p50_ns": h.quantile_ns(0.5),
+            "p99_ns": h.quantile_ns(0.99),
+        })
+    };
+    serde_json::json!({ "queue": h(&l.queue), "run": h(&l.run) })
+}
+
 /// `wq_monitor.py -j`'s record of one workqueue, plus the deltas since the
 /// previous sample.
-fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> serde_json::Value {
+fn monitor_json(
+    prev: Option<&Snapshot>,
+    cur: &Snapshot,
+    w: &WorkqueueSnap,
+) -> Result<String, String> {
     let c = Counts::of(w);
     let obj = |c: Counts| {
         serde_json::json!({
@@ -669,13 +448,21 @@ fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> s
         "timestamp".into(),
         (cur.taken_unix_ms as f64 / 1000.0).into(),
     );
-    m.insert("schema".into(), MONITOR_SCHEMA.into());
     m.insert("name".into(), w.name.clone().into());
     m.insert("unbound".into(), w.unbound.into());
     m.insert("mem_reclaim".into(), w.mem_reclaim.into());
     m.insert("in_flight".into(), w.stats.in_flight.into());
+    if let Some(l) = &w.latency {
+        m.insert("latency".into(), latency_json(l));
+    }
     if let Some(p) = prev.and_then(|p| p.workqueues.iter().find(|x| x.id == w.id)) {
-        m.insert("delta".into(), obj(c.minus(Counts::of(p))));
+        let mut d = obj(c.minus(Counts::of(p)));
+        if let Some(l) = interval_latency(w, Some(p)) {
+            d.as_object_mut()
+                .expect("an object")
+                .insert("latency".into(), latency_json(&l));
+        }
+        m.insert("delta".into(), d);
         m.insert(
             "delta_secs".into(),
             (cur.taken_unix_ms
@@ -684,7 +471,7 @@ fn monitor_json(prev: Option<&Snapshot>, cur: &Snapshot, w: &WorkqueueSnap) -> s
                 .into(),
         );
     }
-    v
+    crate::json::line(MONITOR_SCHEMA, &v)
 }
 
 /// Workqueue name patterns (`wq_monitor.py`'s REGEX arguments).
@@ -755,7 +542,7 @@ pub fn monitor(a: MonitorArgs) -> Result<(), String> {
         let mut text = String::new();
         if json {
             for w in cur.workqueues.iter().filter(|w| filter.matches(&w.name)) {
-                let _ = writeln!(text, "{}", monitor_json(prev.as_ref(), &cur, w));
+                let _ = writeln!(text, "{}", monitor_json(prev.as_ref(), &cur, w)?);
             }
         } else {
             text = render_monitor(prev.as_ref(), &cur, &filter);
@@ -804,14 +591,7 @@ pub fn set(a: SetArgs) -> Result<(), String> {
         .set_knob(&a.workqueue, &a.knob, &value)
         .map_err(|e| e.to_string())?;
     if a.json {
-        let doc = Tagged {
-            schema: SET_SCHEMA,
-            doc: &attrs,
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print(SET_SCHEMA, &attrs)?;
     } else if unbound == Some(false) {
         // A bound workqueue's only attribute is max_active (the kernel's
         // sysfs shows it and per_cpu): the rest are not its own.
@@ -868,11 +648,8 @@ fn set_param(a: &SetArgs, value: &str) -> Result<(), String> {
     let mut c = Client::connect_timeout(a.pid, a.timeout.get()?).map_err(|e| e.to_string())?;
     let now = c.set_param(&a.knob, value).map_err(|e| e.to_string())?;
     if a.json {
-        let doc = serde_json::json!({ "schema": SET_SCHEMA, "param": a.knob, "value": now });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        let doc = serde_json::json!({ "param": a.knob, "value": now });
+        crate::json::print(SET_SCHEMA, &doc)?;
     } else {
         println!("workqueue.{}={now}", a.knob);
     }
@@ -924,14 +701,10 @@ pub fn ps(a: PsArgs) -> Result<(), String> {
         .collect();
     if a.json {
         let doc = serde_json::json!({
-            "schema": PS_SCHEMA,
             "socket_dir": control::socket_dir(),
             "processes": rows,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print(PS_SCHEMA, &doc)?;
         return Ok(());
     }
     println!("control sockets in {}", control::socket_dir().display());
@@ -975,8 +748,12 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
     use cmwq::{Work, Workqueue};
     let e = |e: cmwq::Error| e.to_string();
     let mut wqs = vec![
-        Workqueue::builder("ctl_bound").build().map_err(e)?,
+        Workqueue::builder("ctl_bound")
+            .latency_histograms(true)
+            .build()
+            .map_err(e)?,
         Workqueue::builder("ctl_unbound")
+            .latency_histograms(true)
             .unbound()
             .affinity_scope(Scope::Cpu)
             .build()
@@ -1052,4 +829,29 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
         control::stop();
     }
     Ok(())
+}
+
+/// The golden-file check the library's tests use.
+#[cfg(test)]
+#[path = "../../cmwq/tests/common/golden.rs"]
+mod golden;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cmwq dump`'s text of a fixed snapshot (a `__control-child --wide`'s,
+    /// one queue renamed to need cleaning) equals what it printed before
+    /// `render_dump` became a table of sections (issue 31).
+    /// `CMWQ_BLESS=1` writes the file anew.
+    #[test]
+    fn a_fixed_snapshot_dumps_as_before() {
+        let snap: Snapshot = serde_json::from_str(include_str!(
+            "../../cmwq/tests/fixtures/snapshot/ctl_child.json"
+        ))
+        .unwrap();
+        let text = render_dump(&snap);
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ctl_child.dump");
+        golden::assert_golden(path, &text);
+    }
 }

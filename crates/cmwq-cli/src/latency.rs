@@ -61,14 +61,10 @@ pub fn run(a: LatencyArgs) -> Result<(), String> {
     let r = latency::run(&cfg)?;
     if a.json {
         let doc = serde_json::json!({
-            "schema": "cmwq-latency/1",
             "report": r,
             "metrics": latency::metrics_json(&r),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print("cmwq-latency/1", &doc)?;
         return Ok(());
     }
     println!(

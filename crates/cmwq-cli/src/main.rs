@@ -1,19 +1,21 @@
 //! `cmwq`: look at the machine's pods, run the lab's benchmarks and comparisons.
 //!
-//! Exit status: 0 on success, and also when the reader of stdout went away (`cmwq topology | head -1`): the reader got what it wanted, as
-//! with ripgrep, not an error; 1 with `cmwq: <message>` on stderr when the
-//! command failed; 2 for a command line clap refuses.
+//! Exit status ([`manpage::EXIT_STATUS`], shown by `--help` and the man
+//! page): 0 on success, and also when the reader of stdout went away (`cmwq
+//! topology | head -1`): the reader got what it wanted, as with ripgrep, not
+//! an error; 1 with `cmwq: <message>` on stderr when the command failed; 2
+//! for a command line clap refuses.
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod compare;
 mod control;
-mod icache;
+mod json;
 mod latency;
+mod manpage;
 mod mix;
 mod percpu;
-mod presets;
 mod topology;
 
 /// The cmwq command line.
@@ -21,9 +23,7 @@ mod topology;
 #[command(
     name = "cmwq",
     version,
-    about = "The kernel's concurrency-managed workqueue in user space, and its lab",
-    after_help = "Exit status: 0 on success, and when stdout's reader went away (cmwq ... | head); \
-                  1 with `cmwq: <message>` on stderr when the command failed; 2 for a bad command line."
+    about = "The kernel's concurrency-managed workqueue in user space, and its lab"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -46,7 +46,7 @@ enum Cmd {
     Latency(latency::LatencyArgs),
     /// Run one workload of the icache study (the pool lock's unlock-and-wake path inlined or
     /// not): `resident` or `frontend`.
-    IcacheWorkload(icache::WorkloadArgs),
+    IcacheWorkload(compare::icache::WorkloadArgs),
     /// Show the machine's CPUs and the pods of every affinity scope (wq_dump.py's "Affinity Scopes").
     Topology(topology::TopologyArgs),
     /// A process's workqueues, pools and pods, as the kernel's wq_dump.py shows them.
@@ -92,20 +92,14 @@ fn completions(a: CompletionsArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `cmwq man`: the roff page(s), from the clap definitions.
+/// Runs `cmwq man`: the roff page(s), from the clap definitions plus the
+/// ENVIRONMENT and EXIT STATUS sections.
 fn man(a: ManArgs) -> Result<(), String> {
     let cmd = Cli::command();
     match a.dir {
-        Some(dir) => {
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            clap_mangen::generate_to(cmd, &dir).map_err(|e| format!("{}: {e}", dir.display()))
-        }
+        Some(dir) => manpage::write_dir(cmd, &dir),
         None => {
-            let mut out = Vec::new();
-            clap_mangen::Man::new(cmd)
-                .render(&mut out)
-                .map_err(|e| e.to_string())?;
-            print!("{}", String::from_utf8_lossy(&out));
+            print!("{}", manpage::render(cmd)?);
             Ok(())
         }
     }
@@ -126,7 +120,7 @@ pub(crate) fn provenance() -> Vec<String> {
             }
         })
         .collect();
-    cmwq_lab::plot::provenance(env!("CMWQ_BUILD_COMMIT"), &command.join(" "))
+    cmwq_lab::svg::provenance(env!("CMWQ_BUILD_COMMIT"), &command.join(" "))
 }
 
 /// Whether a panic is std's `failed printing to stdout` on a closed pipe
@@ -157,14 +151,17 @@ fn exit_quietly_on_broken_pipe() {
 
 fn main() {
     exit_quietly_on_broken_pipe();
-    let cli = Cli::parse();
+    let matches = Cli::command()
+        .after_help(manpage::exit_status_help())
+        .get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let res = match cli.cmd {
         Cmd::Bench(a) => bench::run(a),
         Cmd::Mix(a) => mix::run(a),
         Cmd::Compare(a) => compare::run(a),
         Cmd::Percpu(a) => percpu::run(a),
         Cmd::Latency(a) => latency::run(a),
-        Cmd::IcacheWorkload(a) => icache::run_workload(a),
+        Cmd::IcacheWorkload(a) => compare::icache::run_workload(a),
         Cmd::Topology(a) => topology::run(a),
         Cmd::Dump(a) => control::dump(a),
         Cmd::Monitor(a) => control::monitor(a),

@@ -82,7 +82,7 @@ pub fn config(a: &MixArgs) -> Result<MixConfig, String> {
 pub fn run(a: MixArgs) -> Result<(), String> {
     let cfg = config(&a)?;
     if let Some(path) = &a.plot {
-        cmwq_lab::plot::check_plot_path(path)?;
+        cmwq_lab::svg::check_plot_path(path)?;
     }
     let bar = Bar {
         on: std::io::stderr().is_terminal(),

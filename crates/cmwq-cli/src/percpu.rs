@@ -115,14 +115,10 @@ fn run_cost(a: CostArgs) -> Result<(), String> {
     })?;
     if a.json {
         let doc = serde_json::json!({
-            "schema": "cmwq-percpu-cost/1",
             "report": report,
             "metrics": cost_metrics(&report),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print("cmwq-percpu-cost/1", &doc)?;
     } else {
         print_cost(&report);
     }
@@ -210,14 +206,10 @@ fn run_isolation(a: IsolationArgs) -> Result<(), String> {
     })?;
     if a.json {
         let doc = serde_json::json!({
-            "schema": "cmwq-percpu-isolation/1",
             "report": report,
             "metrics": isolation_metrics(&report),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print("cmwq-percpu-isolation/1", &doc)?;
     } else {
         print_isolation(&report);
     }

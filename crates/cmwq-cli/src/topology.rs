@@ -9,18 +9,29 @@
 //! CPUs (`wq_dump.py` lists possible ones), and `wq_unbound_cpumask` is the
 //! online CPUs (narrowed by `--affinity` / `--cpus`).
 //!
+//! For the live machine (not `--sysfs`, not `--synthetic`) two lines more
+//! say what this process may use, as `cmwq dump` does: `possible=` (every CPU
+//! the machine could bring online) against `usable=` (the process's affinity
+//! intersected with its cgroup cpuset, [`cmwq::cpuset::usable_cpus`]), and
+//! the CPU quota with the budget it gives.
+//!
 //! `--json` prints the same data for scripts (schema `cmwq-topology/1`,
-//! documented in SCHEMA.md): `{"schema", "source", "online", "default_scope", "cache_shard_size", "scopes": {NAME:
-//! {"pods", "pod_node", "cpu_pod"}}}` plus `possible`, `nr_cpu_ids`,
-//! `summary`, `notes` and `machine`.  `cache_shard_size` is the size used
-//! (a requested 0 shows as 1, as the kernel turns 0 into 1).
+//! documented in SCHEMA.md), from [`TopologyDoc`]: `{"schema", "source",
+//! "online", "possible", "usable", "nr_cpu_ids", "default_scope",
+//! "cache_shard_size", "summary", "notes", "cpu_budget", "machine", "scopes":
+//! {NAME: {"pods", "pod_node", "cpu_pod"}}}` (`usable` and `cpu_budget` for
+//! the live machine only).  `cache_shard_size` is the size used (a requested
+//! 0 shows as 1, as the kernel turns 0 into 1).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use cmwq::snapshot::CpuBudgetSnap;
 use cmwq::topology::{
-    DEFAULT_CACHE_SHARD_SIZE, PodType, Scope, Topology, cpumask_str, parse_cpulist,
+    DEFAULT_CACHE_SHARD_SIZE, PodType, Provenance, Scope, Topology, cpumask_str, parse_cpulist,
 };
+use serde::Serialize;
 
 /// Arguments of `cmwq topology`.
 #[derive(clap::Args, Debug)]
@@ -97,31 +108,57 @@ pub fn render(a: &TopologyArgs) -> Result<String, String> {
         .into_iter()
         .map(|s| (s, topo.pods(s, size)))
         .collect();
-    // The quota is this machine's (of this process's cgroup), so it is
-    // shown for the live machine only.
-    let budget = (a.synthetic.is_none() && a.sysfs.is_none())
-        .then(|| cmwq::snapshot::CpuBudgetSnap::from(cmwq::cpu_budget()));
+    // The usable CPUs and the quota are this process's (of its affinity
+    // and cgroup), so they are shown for the live machine only.
+    let live = (a.synthetic.is_none() && a.sysfs.is_none())
+        .then(|| -> Result<Live, String> {
+            Ok(Live {
+                usable: cmwq::cpuset::usable_cpus().map_err(|e| e.to_string())?,
+                budget: CpuBudgetSnap::from(cmwq::cpu_budget()),
+            })
+        })
+        .transpose()?;
     Ok(if a.json {
-        json(&topo, a.default_scope, size, &scopes, budget.as_ref())
+        let doc = TopologyDoc::new(&topo, a.default_scope, size, &scopes, live.as_ref());
+        crate::json::document(TOPOLOGY_SCHEMA, &doc)? + "\n"
     } else {
-        let mut s = text(&topo, a.default_scope, &scopes);
-        if let Some(b) = &budget {
+        let mut s = text(&topo, a.default_scope, &scopes, live.as_ref());
+        if let Some(l) = &live {
             s.insert_str(
                 s.find('\n').map_or(0, |i| i + 1),
-                &format!("{}\n", b.line()),
+                &format!("{}\n", l.budget.line()),
             );
         }
         s
     })
 }
 
-fn text(topo: &Topology, dfl: Scope, scopes: &[(Scope, PodType)]) -> String {
+/// What only the live machine has: this process's usable CPUs and its CPU
+/// budget.
+pub struct Live {
+    /// Affinity intersected with the cgroup cpuset.
+    pub usable: Vec<usize>,
+    /// The quota and the budget it gives.
+    pub budget: CpuBudgetSnap,
+}
+
+fn text(topo: &Topology, dfl: Scope, scopes: &[(Scope, PodType)], live: Option<&Live>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "machine: {}", topo.summary());
     let _ = writeln!(s);
     let _ = writeln!(s, "Affinity Scopes");
     let _ = writeln!(s, "===============");
     let _ = writeln!(s, "wq_unbound_cpumask={}", cpumask_str(topo.online()));
+    if let Some(l) = live {
+        // What this process may use (affinity and cpuset) against what the
+        // machine has, in `cmwq dump`'s words.
+        let _ = writeln!(
+            s,
+            "possible={} usable={}",
+            cpumask_str(topo.possible()),
+            cpumask_str(&l.usable)
+        );
+    }
     for (scope, pt) in scopes {
         crate::control::scope_block(
             &mut s,
@@ -135,64 +172,112 @@ fn text(topo: &Topology, dfl: Scope, scopes: &[(Scope, PodType)]) -> String {
     s
 }
 
-fn js(v: &impl serde::Serialize) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
-}
-
 /// Schema tag of `cmwq topology --json` (SCHEMA.md).
 pub const TOPOLOGY_SCHEMA: &str = "cmwq-topology/1";
 
-/// Writes the JSON by hand so keys keep a reading order (scopes in kernel
-/// order, `cpu_pod` by CPU number).
-fn json(
-    topo: &Topology,
-    dfl: Scope,
-    size: usize,
-    scopes: &[(Scope, PodType)],
-    budget: Option<&cmwq::snapshot::CpuBudgetSnap>,
-) -> String {
-    let (wmin, wmax) = topo.smt_width();
-    let mut s = String::from("{\n");
-    let _ = writeln!(s, "  \"schema\": {},", js(&TOPOLOGY_SCHEMA));
-    let _ = writeln!(s, "  \"source\": {},", js(&topo.source()));
-    let _ = writeln!(s, "  \"online\": {},", js(&topo.online()));
-    let _ = writeln!(s, "  \"possible\": {},", js(&topo.possible()));
-    let _ = writeln!(s, "  \"nr_cpu_ids\": {},", topo.nr_cpu_ids());
-    let _ = writeln!(s, "  \"default_scope\": {},", js(&dfl.name()));
-    let _ = writeln!(s, "  \"cache_shard_size\": {size},");
-    let _ = writeln!(s, "  \"summary\": {},", js(&topo.summary()));
-    let _ = writeln!(s, "  \"notes\": {},", js(&topo.notes()));
-    if let Some(b) = budget {
-        let _ = writeln!(s, "  \"cpu_budget\": {},", js(b));
+/// The document of `cmwq topology --json` (after its `schema`), fields in
+/// reading order.
+#[derive(Serialize)]
+pub struct TopologyDoc<'a> {
+    source: &'a str,
+    online: &'a [usize],
+    possible: &'a [usize],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usable: Option<&'a [usize]>,
+    nr_cpu_ids: usize,
+    default_scope: &'static str,
+    cache_shard_size: usize,
+    summary: String,
+    notes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_budget: Option<&'a CpuBudgetSnap>,
+    machine: MachineDoc<'a>,
+    /// Per scope name, in the kernel's order (a map keeps it: serde writes
+    /// a `Vec` of pairs through `collect_map`).
+    #[serde(serialize_with = "scope_map")]
+    scopes: Vec<(&'static str, ScopeDoc<'a>)>,
+}
+
+/// `machine`: counts of what the topology holds.
+#[derive(Serialize)]
+struct MachineDoc<'a> {
+    cpus: usize,
+    cores: usize,
+    packages: usize,
+    llcs: usize,
+    nodes: usize,
+    nr_nodes: usize,
+    smt_width_min: usize,
+    smt_width_max: usize,
+    provenance: &'a Provenance,
+}
+
+/// One scope's pods.
+#[derive(Serialize)]
+struct ScopeDoc<'a> {
+    pods: &'a [Vec<usize>],
+    pod_node: &'a [i32],
+    /// Pod of each CPU of the topology, keyed by CPU number (in order).
+    cpu_pod: BTreeMap<usize, usize>,
+}
+
+fn scope_map<S: serde::Serializer>(
+    v: &[(&'static str, ScopeDoc<'_>)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(v.iter().map(|(k, d)| (k, d)))
+}
+
+impl<'a> TopologyDoc<'a> {
+    fn new(
+        topo: &'a Topology,
+        dfl: Scope,
+        size: usize,
+        scopes: &'a [(Scope, PodType)],
+        live: Option<&'a Live>,
+    ) -> TopologyDoc<'a> {
+        let (smt_width_min, smt_width_max) = topo.smt_width();
+        TopologyDoc {
+            source: topo.source(),
+            online: topo.online(),
+            possible: topo.possible(),
+            usable: live.map(|l| l.usable.as_slice()),
+            nr_cpu_ids: topo.nr_cpu_ids(),
+            default_scope: dfl.name(),
+            cache_shard_size: size,
+            summary: topo.summary(),
+            notes: topo.notes(),
+            cpu_budget: live.map(|l| &l.budget),
+            machine: MachineDoc {
+                cpus: topo.online().len(),
+                cores: topo.cores(),
+                packages: topo.packages(),
+                llcs: topo.llcs(),
+                nodes: topo.nodes().len(),
+                nr_nodes: topo.nr_nodes(),
+                smt_width_min,
+                smt_width_max,
+                provenance: topo.provenance(),
+            },
+            scopes: scopes
+                .iter()
+                .map(|(scope, pt)| {
+                    let cpu_pod = pt
+                        .cpu_pod
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(cpu, p)| p.map(|p| (cpu, p)))
+                        .collect();
+                    (
+                        scope.name(),
+                        ScopeDoc {
+                            pods: &pt.pods,
+                            pod_node: &pt.pod_node,
+                            cpu_pod,
+                        },
+                    )
+                })
+                .collect(),
+        }
     }
-    let _ = writeln!(
-        s,
-        "  \"machine\": {{\"cpus\": {}, \"cores\": {}, \"packages\": {}, \"llcs\": {}, \
-         \"nodes\": {}, \"nr_nodes\": {}, \"smt_width_min\": {wmin}, \"smt_width_max\": {wmax}, \
-         \"provenance\": {}}},",
-        topo.online().len(),
-        topo.cores(),
-        topo.packages(),
-        topo.llcs(),
-        topo.nodes().len(),
-        topo.nr_nodes(),
-        js(topo.provenance())
-    );
-    s.push_str("  \"scopes\": {\n");
-    for (i, (scope, pt)) in scopes.iter().enumerate() {
-        let _ = writeln!(s, "    {}: {{", js(&scope.name()));
-        let _ = writeln!(s, "      \"pods\": {},", js(&pt.pods));
-        let _ = writeln!(s, "      \"pod_node\": {},", js(&pt.pod_node));
-        let pairs: Vec<String> = pt
-            .cpu_pod
-            .iter()
-            .enumerate()
-            .filter_map(|(cpu, p)| p.map(|p| format!("\"{cpu}\": {p}")))
-            .collect();
-        let _ = writeln!(s, "      \"cpu_pod\": {{{}}}", pairs.join(", "));
-        let comma = if i + 1 < scopes.len() { "," } else { "" };
-        let _ = writeln!(s, "    }}{comma}");
-    }
-    s.push_str("  }\n}\n");
-    s
 }

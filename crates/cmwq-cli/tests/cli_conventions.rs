@@ -71,9 +71,21 @@ impl Drop for Served {
     }
 }
 
+/// The `"schema"` tag of `doc`, which must be its first key (SCHEMA.md: a
+/// script may read the tag before the rest).
 fn schema_of(doc: &str, what: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(doc)
         .unwrap_or_else(|e| panic!("{what}: not one JSON document ({e}):\n{doc}"));
+    let head = doc
+        .trim_start()
+        .strip_prefix('{')
+        .unwrap_or("")
+        .trim_start();
+    assert!(
+        head.starts_with("\"schema\""),
+        "{what}: \"schema\" is not the first key:\n{}",
+        &doc[..doc.len().min(300)]
+    );
     v["schema"]
         .as_str()
         .unwrap_or_else(|| panic!("{what}: no \"schema\" tag:\n{doc}"))
@@ -100,6 +112,18 @@ fn every_json_output_carries_its_schema() {
                 "ctl_unbound",
                 "max_active",
                 "5",
+                "--json",
+            ],
+        ),
+        (
+            "cmwq-set/1",
+            vec![
+                "set",
+                "--pid",
+                &pid,
+                "workqueue",
+                "watchdog_thresh",
+                "40",
                 "--json",
             ],
         ),
@@ -210,7 +234,7 @@ fn every_json_output_carries_its_schema() {
     );
     assert!(
         out.lines()
-            .all(|l| l.contains("\"schema\":\"cmwq-monitor/1\""))
+            .all(|l| l.starts_with("{\"schema\":\"cmwq-monitor/1\""))
     );
 
     // Each schema is documented.

@@ -206,6 +206,25 @@ fn dump_matches_the_child_and_set_moves_work_to_new_pools() {
         .is_some();
     assert!(resc, "rescuer row with tid {tid}:\n{text}");
 
+    // The queues with latency histograms (ctl_bound, ctl_unbound) have a
+    // row of p50/p99 after the kernel's sections; the others none.
+    let lat = text
+        .split_once("Workqueue -> latency\n")
+        .unwrap_or_else(|| panic!("no latency section:\n{text}"))
+        .1;
+    assert!(lat.contains("q_p50") && lat.contains("run_p99"), "{lat}");
+    let cols: Vec<&str> = lat
+        .lines()
+        .find(|l| l.starts_with("ctl_bound "))
+        .unwrap_or_else(|| panic!("ctl_bound latency row:\n{lat}"))
+        .split_whitespace()
+        .collect();
+    assert!(cols[1].parse::<u64>().unwrap() > 0, "items: {cols:?}");
+    for c in &cols[2..6] {
+        assert!(c.ends_with('s') && c != &"-", "a time: {cols:?}");
+    }
+    assert!(!lat.contains("ctl_ordered"), "{lat}");
+
     // Move ctl_unbound from per-CPU pods to one system pod, live.
     let before = wq(&dumped, "ctl_unbound").clone();
     let out = p.ok(&[
@@ -309,6 +328,14 @@ fn monitor_prints_wq_monitor_tables_and_json_deltas() {
     let b = row("ctl_bound");
     assert_ne!(b[4], "-");
     assert_eq!(b[6], "-");
+    // Then p50/p99 of queueing delay and run time, where histograms are kept.
+    assert!(
+        header.ends_with("q_p50    q_p99  run_p50  run_p99"),
+        "{header}"
+    );
+    assert_eq!(b.len(), 12, "{b:?}");
+    assert!(b[8..].iter().all(|c| c.ends_with('s')), "{b:?}");
+    assert!(row("ctl_ordered")[8..].iter().all(|c| c == "-"));
     let r = row("ctl_reclaim");
     assert_eq!(r[4], "-");
     assert_ne!(r[6], "-");
@@ -335,6 +362,13 @@ fn monitor_prints_wq_monitor_tables_and_json_deltas() {
     let total1 = recs[1]["started"].as_u64().unwrap();
     let total0 = recs[0]["started"].as_u64().unwrap();
     assert_eq!(d["started"].as_u64().unwrap(), total1 - total0);
+    // The interval's latency: one per item completed in it.
+    assert_eq!(
+        d["latency"]["run"]["count"].as_u64().unwrap(),
+        d["completed"].as_u64().unwrap(),
+        "{d}"
+    );
+    assert!(recs[1]["latency"]["queue"]["p99_ns"].as_u64().unwrap() > 0);
     assert!(total1 > total0, "work flows in the child");
 
     let e = p.err(&["monitor", "--pid", &pid, "--interval=-1"]);

@@ -221,6 +221,65 @@ fn this_machine_and_its_affinity() {
     assert!(!v["online"].as_array().unwrap().is_empty());
 }
 
+/// `cmwq topology` tells usable CPUs from possible ones for the live machine
+/// (text and JSON), and a narrower affinity narrows `usable` but not
+/// `possible` (the child runs under `taskset`, so this test changes nothing
+/// of its own process). A fixture machine has no `usable`: it is not this
+/// process's.
+#[test]
+fn usable_cpus_are_told_from_possible_ones() {
+    if !std::path::Path::new("/sys/devices/system/cpu/online").exists() {
+        eprintln!("skipped: no /sys/devices/system/cpu/online");
+        return;
+    }
+    let v: Value = serde_json::from_str(&ok(&["--json"])).unwrap();
+    let possible: Vec<u64> = serde_json::from_value(v["possible"].clone()).unwrap();
+    let usable: Vec<u64> = serde_json::from_value(v["usable"].clone()).unwrap();
+    assert!(
+        !usable.is_empty() && usable.iter().all(|c| possible.contains(c)),
+        "{v}"
+    );
+    let text = ok(&[]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("possible="))
+        .unwrap_or_else(|| panic!("no possible= line:\n{text}"));
+    assert!(line.contains(" usable="), "{line}");
+    assert!(text.contains("cpu_quota="), "{text}");
+
+    let root = sysfs_gen::small().write_tmp("cli-usable");
+    let v: Value =
+        serde_json::from_str(&ok(&["--sysfs", root.to_str().unwrap(), "--json"])).unwrap();
+    assert!(
+        v.get("usable").is_none() && v.get("cpu_budget").is_none(),
+        "{v}"
+    );
+    assert!(!ok(&["--sysfs", root.to_str().unwrap()]).contains("usable="));
+
+    let one = usable[usable.len() - 1].to_string();
+    let o = match Command::new("taskset")
+        .args(["-c", &one, env!("CARGO_BIN_EXE_cmwq"), "topology", "--json"])
+        .output()
+    {
+        Ok(o) if o.status.success() => o,
+        r => {
+            eprintln!("skipped the narrowed run: taskset -c {one} failed ({r:?})");
+            return;
+        }
+    };
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["usable"],
+        serde_json::json!([usable[usable.len() - 1]]),
+        "{v}"
+    );
+    let narrowed: Vec<u64> = serde_json::from_value(v["possible"].clone()).unwrap();
+    assert_eq!(
+        narrowed, possible,
+        "possible does not depend on the affinity"
+    );
+}
+
 #[test]
 fn errors_name_the_file_or_value() {
     let err = fails(&["--synthetic", "pack:2 cores:8"]);

@@ -36,8 +36,10 @@
 
 #[cfg(feature = "control")]
 pub mod control;
+pub mod cpuset;
 mod engine;
 mod error;
+pub mod hist;
 mod params;
 pub mod percpu;
 mod priority;
@@ -85,7 +87,7 @@ pub use engine::{
     watchdog_thresh, watchdog_ticks, workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
-pub use engine::{debug_fail_worker_creation, debug_kill_next_worker};
+pub use engine::{debug_fail_worker_creation, debug_kill_next_worker, debug_use_topology};
 pub use error::Error;
 pub use params::check_env;
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};

@@ -13,6 +13,7 @@
 //! | `CMWQ_CPU_QUOTA` | `auto` (ceil of the cgroup CPU quota), `off`, or N: most workers of managed pools running at once ([`crate::cpu_budget`]) | — |
 //! | `CMWQ_WATCHDOG_THRESH` | seconds a pool may have work waiting and start none before the lockup watchdog reports it; 0 turns it off ([`crate::set_watchdog_thresh`]) | `workqueue.watchdog_thresh` |
 //! | `CMWQ_WORKER_STACK` | the stack size of worker threads, in bytes (`K`, `M`, `G` suffixes) | — |
+//! | `CMWQ_LATENCY_HIST` | `on` or `off` (default): whether queues keep latency histograms unless built saying ([`crate::WorkqueueBuilder::latency_histograms`]) | — |
 //!
 //! A value that does not parse is an error naming the variable and the value,
 //! returned by every `build()`; it is never silently ignored. One function,
@@ -35,6 +36,8 @@ pub(crate) struct Params {
     pub unbound_cpus: Option<Vec<usize>>,
     /// `CMWQ_CONTROL=1`: serve the control endpoint.
     pub control: bool,
+    /// `CMWQ_LATENCY_HIST=on`: queues keep latency histograms by default.
+    pub latency_hist: bool,
 }
 
 /// Reads `var`: `Ok(None)` if unset or empty, the parsed value, or an error
@@ -101,11 +104,15 @@ pub(crate) fn parse_params(
         cache_shard_size,
         unbound_cpus,
         control: false,
+        latency_hist: false,
     })
 }
 
 /// The lockup watchdog's threshold (the kernel's `workqueue.watchdog_thresh`).
 pub(crate) const WATCHDOG_THRESH_ENV: &str = "CMWQ_WATCHDOG_THRESH";
+
+/// Whether queues keep latency histograms by default (see [`crate::hist`]).
+pub(crate) const LATENCY_HIST_ENV: &str = "CMWQ_LATENCY_HIST";
 
 /// The CPU budget's mode (see [`crate::quota::QuotaMode`]).
 pub(crate) const CPU_QUOTA_ENV: &str = "CMWQ_CPU_QUOTA";
@@ -123,6 +130,12 @@ pub(crate) fn params() -> Result<&'static Params, Error> {
         p.control = env_parse("CMWQ_CONTROL", "0 or 1", |s| match s {
             "0" => Some(false),
             "1" => Some(true),
+            _ => None,
+        })?
+        .unwrap_or(false);
+        p.latency_hist = env_parse(LATENCY_HIST_ENV, "on or off", |s| match s {
+            "on" | "1" => Some(true),
+            "off" | "0" => Some(false),
             _ => None,
         })?
         .unwrap_or(false);

@@ -117,7 +117,7 @@ pub struct CgroupDirs {
 
 /// One mount of `/proc/self/mountinfo`: (its root inside the hierarchy,
 /// the mount point, the filesystem type, the super options).
-fn mounts(text: &str) -> impl Iterator<Item = (&str, &str, &str, &str)> {
+pub(crate) fn mounts(text: &str) -> impl Iterator<Item = (&str, &str, &str, &str)> {
     text.lines().filter_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
         let pre: Vec<&str> = pre.split(' ').collect();
@@ -130,7 +130,7 @@ fn mounts(text: &str) -> impl Iterator<Item = (&str, &str, &str, &str)> {
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -153,7 +153,7 @@ fn unescape(s: &str) -> String {
 /// The cgroup's path relative to the mount: a mount of a sub-tree (its
 /// root is not `/`, as in a container without a cgroup namespace) holds the
 /// part of the path below that root.
-fn below(mount_root: &str, cgroup: &str) -> String {
+pub(crate) fn below(mount_root: &str, cgroup: &str) -> String {
     if mount_root == "/" {
         return cgroup.to_string();
     }
@@ -247,7 +247,7 @@ impl CgroupDirs {
 
 /// Every directory from the cgroup `path` up to the mount's root, with the
 /// cgroup path it stands for.
-fn levels(mount: &Path, path: &str) -> Vec<(PathBuf, String)> {
+pub(crate) fn levels(mount: &Path, path: &str) -> Vec<(PathBuf, String)> {
     let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     (0..=parts.len())
         .rev()
@@ -375,20 +375,21 @@ impl fmt::Display for QuotaMode {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// A fixture tree in a fresh temporary directory.
-    struct Tree(PathBuf);
+    /// A fixture tree in a fresh temporary directory (cgroup files for
+    /// these tests and those of `cpuset.rs`).
+    pub(crate) struct Tree(pub(crate) PathBuf);
 
     impl Tree {
-        fn new(name: &str) -> Tree {
+        pub(crate) fn new(name: &str) -> Tree {
             let d = std::env::temp_dir().join(format!("cmwq-quota-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&d);
             std::fs::create_dir_all(&d).unwrap();
             Tree(d)
         }
-        fn put(&self, rel: &str, text: &str) -> &Tree {
+        pub(crate) fn put(&self, rel: &str, text: &str) -> &Tree {
             let p = self.0.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();

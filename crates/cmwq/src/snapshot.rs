@@ -16,6 +16,8 @@ use crate::WorkqueueStats;
 use crate::topology::Scope;
 use crate::types::WqAttrs;
 
+mod openmetrics;
+
 /// Version of the snapshot layout; bumped when a field changes meaning.
 pub const SNAPSHOT_VERSION: u32 = 1;
 
@@ -314,6 +316,9 @@ pub struct WorkqueueSnap {
     pub pwqs: Vec<PwqSnap>,
     /// The counters (`wq_monitor.py`).
     pub stats: WorkqueueStats,
+    /// Its latency histograms, if it keeps them ([`crate::hist`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub latency: Option<crate::hist::WqLatency>,
 }
 
 /// A `MEM_RECLAIM` workqueue's rescuer.
@@ -324,42 +329,6 @@ pub struct RescuerSnap {
     pub tid: i32,
     /// CPUs it may run on (its affinity).
     pub cpus: Vec<usize>,
-}
-
-/// Kind of an OpenMetrics metric family.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum MetricType {
-    Counter,
-    Gauge,
-    Info,
-}
-
-/// Writes one metric family: `# TYPE`, `# UNIT` (when `unit` is set; the
-/// name then ends in it), `# HELP`, then one sample per `(labels, value)`.
-/// Counters get their `_total` suffix on the samples, not on the family
-/// (infos their `_info`).
-fn family(
-    out: &mut String,
-    name: &str,
-    kind: MetricType,
-    unit: Option<&str>,
-    help: &str,
-    samples: impl IntoIterator<Item = (String, String)>,
-) {
-    use std::fmt::Write as _;
-    let (ty, suffix) = match kind {
-        MetricType::Counter => ("counter", "_total"),
-        MetricType::Gauge => ("gauge", ""),
-        MetricType::Info => ("info", "_info"),
-    };
-    let _ = writeln!(out, "# TYPE {name} {ty}");
-    if let Some(u) = unit {
-        let _ = writeln!(out, "# UNIT {name} {u}");
-    }
-    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
-    for (labels, value) in samples {
-        let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
-    }
 }
 
 /// A label value as the exposition format writes it: `\`, `"` and newlines escaped.
@@ -376,268 +345,6 @@ pub fn escape_label_value(v: &str) -> String {
     s
 }
 
-/// HELP text as the exposition format writes it: `\` and newlines escaped.
-fn escape_help(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-/// Seconds from nanoseconds, as an exposition-format number.
-fn seconds(ns: u64) -> String {
-    format!("{}", ns as f64 / 1e9)
-}
-
-impl Snapshot {
-    /// The counters `cmwq monitor` shows, per workqueue and per pool, in the
-    /// OpenMetrics text exposition format (what Prometheus scrapes with
-    /// `Accept: application/openmetrics-text`), ending with `# EOF`.
-    ///
-    /// Workqueue series carry the labels `workqueue` (its name) and `id`
-    /// (names may repeat; the id does not); pool series carry `pool`, lane
-    /// series `pool` and `cpu`. Counters end in `_total`, times are in
-    /// seconds (`_seconds` in the name, with a `# UNIT` line). Metric names
-    /// start with `cmwq_`; the README's "Observability" section lists them.
-    ///
-    /// ```
-    /// let wq = cmwq::Workqueue::builder("om_doc").unbound().build().unwrap();
-    /// let text = cmwq::snapshot().to_openmetrics();
-    /// assert!(text.contains("# TYPE cmwq_workqueue_started counter"));
-    /// assert!(text.contains("cmwq_workqueue_started_total{workqueue=\"om_doc\""));
-    /// assert!(text.ends_with("# EOF\n"));
-    /// drop(wq);
-    /// ```
-    pub fn to_openmetrics(&self) -> String {
-        use MetricType::{Counter, Gauge, Info};
-        let mut out = String::new();
-        let wq_labels: Vec<String> = self
-            .workqueues
-            .iter()
-            .map(|w| {
-                format!(
-                    "workqueue=\"{}\",id=\"{}\"",
-                    escape_label_value(&w.name),
-                    w.id
-                )
-            })
-            .collect();
-        let per_wq = |f: &dyn Fn(&WorkqueueSnap) -> String| -> Vec<(String, String)> {
-            self.workqueues
-                .iter()
-                .zip(&wq_labels)
-                .map(|(w, l)| (l.clone(), f(w)))
-                .collect()
-        };
-        // Workqueues: what each is, then wq_monitor.py's counters.
-        let info = self.workqueues.iter().zip(&wq_labels).map(|(w, l)| {
-            let labels = format!(
-                "{l},kind=\"{}\",mem_reclaim=\"{}\",priority=\"{}\",priority_fallback=\"{}\"",
-                escape_label_value(&w.kind),
-                w.mem_reclaim,
-                escape_label_value(&w.stats.priority),
-                escape_label_value(w.stats.priority_fallback.as_deref().unwrap_or(""))
-            );
-            (labels, "1".to_string())
-        });
-        family(
-            &mut out,
-            "cmwq_workqueue",
-            Info,
-            None,
-            "What a workqueue is: its kind, its priority, and why it fell back to a lower one (empty: it did not).",
-            info,
-        );
-        type Get = fn(&WorkqueueSnap) -> u64;
-        let counters: [(&str, &str, Get); 11] = [
-            (
-                "cmwq_workqueue_queued",
-                "Items put on a worklist (delayed ones once their timer fired).",
-                |w| w.stats.queued,
-            ),
-            (
-                "cmwq_workqueue_started",
-                "Work item callbacks started (wq_monitor.py's total).",
-                |w| w.stats.started,
-            ),
-            (
-                "cmwq_workqueue_completed",
-                "Work item callbacks returned or panicked.",
-                |w| w.stats.completed,
-            ),
-            (
-                "cmwq_workqueue_panics",
-                "Work item callbacks that panicked (caught; the worker lives on).",
-                |w| w.stats.panics,
-            ),
-            (
-                "cmwq_workqueue_rejected",
-                "Queue attempts refused while the workqueue drained.",
-                |w| w.stats.rejected,
-            ),
-            (
-                "cmwq_workqueue_cpu_intensive",
-                "Items found running past the CPU-intensive threshold (CPUitsv).",
-                |w| w.stats.cpu_intensive,
-            ),
-            (
-                "cmwq_workqueue_sampled_blocked",
-                "Workers the /proc sampler found sleeping in an item that did not say it blocks.",
-                |w| w.stats.sampled,
-            ),
-            (
-                "cmwq_workqueue_cm_wakeup",
-                "Extra workers woken because a worker blocked or turned CPU-intensive (CMW).",
-                |w| w.stats.cm_wakeup,
-            ),
-            (
-                "cmwq_workqueue_repatriated",
-                "Non-strict workers moved back into their pod before running an item (RPR).",
-                |w| w.stats.repatriated,
-            ),
-            (
-                "cmwq_workqueue_mayday",
-                "Times its pools asked the rescuer for help (mayday).",
-                |w| w.stats.mayday,
-            ),
-            (
-                "cmwq_workqueue_rescued",
-                "Items its rescuer ran (rescued).",
-                |w| w.stats.rescued,
-            ),
-        ];
-        for (name, help, get) in counters {
-            family(
-                &mut out,
-                name,
-                Counter,
-                None,
-                help,
-                per_wq(&|w| get(w).to_string()),
-            );
-        }
-        family(
-            &mut out,
-            "cmwq_workqueue_cpu_time_seconds",
-            Counter,
-            Some("seconds"),
-            "CPU time of its items, sampled each watchdog tick (CPUtime).",
-            per_wq(&|w| seconds(w.stats.cpu_time_ns)),
-        );
-        family(
-            &mut out,
-            "cmwq_workqueue_in_flight",
-            Gauge,
-            None,
-            "Items started and not completed (infl).",
-            per_wq(&|w| w.stats.in_flight.to_string()),
-        );
-        family(
-            &mut out,
-            "cmwq_workqueue_max_active",
-            Gauge,
-            None,
-            "The workqueue's max_active.",
-            per_wq(&|w| w.attrs.max_active.to_string()),
-        );
-
-        // Pools.
-        let pool_l = |p: &PoolSnap| format!("pool=\"{}\"", p.id);
-        type PoolGet = fn(&PoolSnap) -> u64;
-        let pool_gauges: [(&str, &str, PoolGet); 4] = [
-            ("cmwq_pool_workers", "Worker threads of the pool.", |p| {
-                p.workers as u64
-            }),
-            ("cmwq_pool_idle_workers", "Idle workers.", |p| p.idle as u64),
-            (
-                "cmwq_pool_running_workers",
-                "Workers counted by concurrency management (nr_running).",
-                |p| p.running as u64,
-            ),
-            (
-                "cmwq_pool_worklist_items",
-                "Items waiting on the pool's worklist.",
-                |p| p.worklist as u64,
-            ),
-        ];
-        for (name, help, get) in pool_gauges {
-            let s = self.pools.iter().map(|p| (pool_l(p), get(p).to_string()));
-            family(&mut out, name, Gauge, None, help, s);
-        }
-        let pool_counters: [(&str, &str, PoolGet); 5] = [
-            (
-                "cmwq_pool_repatriated",
-                "Workers moved onto another CPU of the pod when woken for it.",
-                |p| p.repatriated,
-            ),
-            (
-                "cmwq_pool_create_failed",
-                "Worker threads that could not be created.",
-                |p| p.create_failed,
-            ),
-            (
-                "cmwq_pool_prio_failed",
-                "Workers that could not take the pool's priority.",
-                |p| p.prio_failed,
-            ),
-            (
-                "cmwq_pool_lockups",
-                "Times the lockup watchdog reported the pool stuck (BUG: workqueue lockup).",
-                |p| p.lockups,
-            ),
-            (
-                "cmwq_pool_rebinds",
-                "Times the pool's workers were bound to its CPU again after it came back.",
-                |p| p.rebinds,
-            ),
-        ];
-        for (name, help, get) in pool_counters {
-            let s = self.pools.iter().map(|p| (pool_l(p), get(p).to_string()));
-            family(&mut out, name, Counter, None, help, s);
-        }
-
-        // Lanes: one per real CPU of a pool's pod.
-        type LaneGet = fn(&LaneSnap) -> u64;
-        let lane_counters: [(&str, &str, LaneGet); 5] = [
-            (
-                "cmwq_lane_local",
-                "Items queued from this CPU and run by a worker of this CPU.",
-                |l| l.local,
-            ),
-            (
-                "cmwq_lane_stolen",
-                "Items queued from this CPU and run by a worker of another CPU.",
-                |l| l.stolen,
-            ),
-            (
-                "cmwq_lane_stole",
-                "Items of other CPUs that this CPU's workers ran.",
-                |l| l.stole,
-            ),
-            (
-                "cmwq_lane_rehomed",
-                "Workers re-homed onto this CPU to serve it.",
-                |l| l.rehomed,
-            ),
-            (
-                "cmwq_lane_spread",
-                "Workers of this CPU woken to help a lagging CPU of the pod.",
-                |l| l.spread,
-            ),
-        ];
-        for (name, help, get) in lane_counters {
-            let s = self.pools.iter().flat_map(|p| {
-                p.lanes.iter().map(move |l| {
-                    (
-                        format!("pool=\"{}\",cpu=\"{}\"", p.id, l.cpu),
-                        get(l).to_string(),
-                    )
-                })
-            });
-            family(&mut out, name, Counter, None, help, s);
-        }
-        out.push_str("# EOF\n");
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -650,25 +357,5 @@ mod tests {
             "a\\\"b\\\\c\\nd",
             "quote, backslash and newline escaped"
         );
-    }
-
-    #[test]
-    fn families_have_type_help_and_suffixes() {
-        let mut out = String::new();
-        family(
-            &mut out,
-            "x_seconds",
-            MetricType::Counter,
-            Some("seconds"),
-            "help\\me",
-            [("a=\"1\"".to_string(), "0.5".to_string())],
-        );
-        assert_eq!(
-            out,
-            "# TYPE x_seconds counter\n# UNIT x_seconds seconds\n# HELP x_seconds help\\\\me\n\
-             x_seconds_total{a=\"1\"} 0.5\n"
-        );
-        assert_eq!(seconds(1_500_000_000), "1.5");
-        assert_eq!(seconds(0), "0");
     }
 }

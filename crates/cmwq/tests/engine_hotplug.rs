@@ -630,3 +630,74 @@ fn unbound_pods_follow_the_usable_cpus() {
         assert!(queued > 0 && seq > 0);
     }
 }
+
+/// A machine that lists more possible CPUs than are online (as VMs and
+/// servers with hot-pluggable sockets do): a bound queue's `queue_on` of a
+/// possible CPU that is not online goes to that CPU's own pool, which is
+/// disassociated and served by unbound workers, as in the kernel; a pool
+/// nothing was queued on has no worker. Runs in a child process, since the
+/// machine's topology is read once, by the first workqueue.
+#[test]
+fn possible_but_offline_cpu_has_its_own_disassociated_pool() {
+    if !common::in_own_process(
+        "possible_but_offline_cpu_has_its_own_disassociated_pool",
+        "CMWQ_HP_POSSIBLE_CHILD",
+    ) {
+        return;
+    }
+    // The real online CPUs, plus two possible ones beyond them.
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").expect("cpu/online");
+    let real = cmwq::topology::parse_cpulist(online.trim()).expect("a cpu list");
+    let max = *real.last().expect("an online CPU");
+    let (offline, untouched) = (max + 1, max + 2);
+    let root = std::env::temp_dir().join(format!("cmwq-possible-{}", std::process::id()));
+    let cpu_dir = root.join("devices/system/cpu");
+    std::fs::create_dir_all(&cpu_dir).expect("fixture dir");
+    std::fs::write(cpu_dir.join("possible"), format!("0-{untouched}\n")).unwrap();
+    std::fs::write(cpu_dir.join("online"), online).unwrap();
+    let topo = cmwq::topology::Topology::from_sysfs(&root).expect("fixture topology");
+    let _ = std::fs::remove_dir_all(&root);
+    assert_eq!(topo.nr_cpu_ids(), untouched + 1);
+    assert!(
+        cmwq::debug_use_topology(topo),
+        "set before the first workqueue"
+    );
+
+    let wq = Workqueue::builder("possible_offline").build().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let w = Work::new(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    for _ in 0..3 {
+        assert_eq!(wq.queue_on(offline, &w), Ok(true));
+        w.flush();
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+    let snap = cmwq::snapshot();
+    let pool_of = |cpu: usize| {
+        snap.pools
+            .iter()
+            .find(|p| p.cpu == Some(cpu))
+            .unwrap_or_else(|| panic!("no pool for possible CPU {cpu}: {:?}", snap.pools))
+    };
+    let p = pool_of(offline);
+    assert_ne!(p.flags & 0x04, 0, "CPU {offline}'s pool is disassociated");
+    let pwq = snap
+        .workqueues
+        .iter()
+        .find(|q| q.name == "possible_offline")
+        .expect("the queue")
+        .pwqs
+        .iter()
+        .find(|q| q.pool == p.id)
+        .unwrap_or_else(|| panic!("no pwq on CPU {offline}'s pool"));
+    assert_eq!(pwq.completed, 3, "every item ran on CPU {offline}'s pool");
+    let idle = pool_of(untouched);
+    assert_eq!(
+        idle.workers, 0,
+        "a pool of a CPU never used starts no thread"
+    );
+    // A CPU beyond the possible ones is still an error.
+    assert!(wq.queue_on(untouched + 1, &w).is_err());
+}

@@ -59,6 +59,7 @@ fn every_listed_variable_is_checked() {
         ("CMWQ_BLOCK_DETECT", "perf"),
         ("CMWQ_CPU_QUOTA", "0"),
         ("CMWQ_CPU_QUOTA", "half"),
+        ("CMWQ_LATENCY_HIST", "yes"),
     ] {
         let v = verdict(var, bad);
         assert!(
@@ -72,6 +73,9 @@ fn every_listed_variable_is_checked() {
     }
     for mode in ["auto", "off", "3"] {
         assert_eq!(verdict("CMWQ_CPU_QUOTA", mode), "ok");
+    }
+    for mode in ["on", "off"] {
+        assert_eq!(verdict("CMWQ_LATENCY_HIST", mode), "ok");
     }
 }
 
@@ -90,6 +94,8 @@ fn check_env_refuses_exactly_what_a_build_refuses_with_the_same_message() {
         ("CMWQ_CONTROL", "yes", true),
         ("CMWQ_SPREAD_US", "0", true),
         ("CMWQ_CACHE_SHARD_SIZE", "2", false),
+        ("CMWQ_LATENCY_HIST", "maybe", true),
+        ("CMWQ_LATENCY_HIST", "on", false),
     ];
     for (var, value, bad) in cases {
         let check = judged("check", var, value);
@@ -117,6 +123,7 @@ fn an_empty_value_means_unset_for_every_variable() {
         "CMWQ_QPW",
         "CMWQ_CONTROL",
         "CMWQ_SPREAD_US",
+        "CMWQ_LATENCY_HIST",
     ] {
         assert_eq!(verdict(var, ""), "ok", "{var}=\"\"");
     }

@@ -12,6 +12,9 @@ use std::process::{Command, Stdio};
 
 use cmwq::{Work, Workqueue};
 
+#[path = "common/golden.rs"]
+mod golden;
+
 /// Parses `text` with prometheus_client; returns (family name, type, unit)
 /// per family and (sample name, labels, value, family name) per sample, or `None` when
 /// the parser is not installed. A parse error fails the test.
@@ -107,6 +110,7 @@ fn the_exposition_parses_and_equals_the_snapshot() {
     let reclaim = Workqueue::builder("om-reclaim")
         .unbound()
         .mem_reclaim()
+        .latency_histograms(true)
         .build()
         .unwrap();
     let ok = Work::new(|| {
@@ -125,6 +129,8 @@ fn the_exposition_parses_and_equals_the_snapshot() {
     let snap = cmwq::snapshot();
     let text = snap.to_openmetrics();
     assert!(text.ends_with("# EOF\n"), "{text}");
+    // Without the parser, the histograms' arithmetic still holds.
+    histograms_add_up(&snap, &text);
     let Some((fams, samples)) = parse(&text) else {
         return;
     };
@@ -209,6 +215,56 @@ fn the_exposition_parses_and_equals_the_snapshot() {
     assert_eq!(odd_snap.stats.panics, 1);
     assert_eq!(odd_snap.stats.started, 6);
 
+    // The latency histograms: OpenMetrics histograms in seconds, with
+    // `_bucket` (cumulative, ending in +Inf), `_sum` and `_count`, for the
+    // queues that keep them and no other.
+    for (hist, pick) in [
+        (
+            "cmwq_workqueue_queue_delay_seconds",
+            (|l| &l.queue) as fn(&cmwq::hist::WqLatency) -> &cmwq::hist::Histogram,
+        ),
+        ("cmwq_workqueue_run_time_seconds", |l| &l.run),
+    ] {
+        let f = fam(hist);
+        assert_eq!((f.1.as_str(), f.2.as_str()), ("histogram", "seconds"));
+        for w in &snap.workqueues {
+            let id = w.id.to_string();
+            let of = |suffix: &str| -> Vec<_> {
+                samples
+                    .iter()
+                    .filter(|s| s.0 == format!("{hist}{suffix}") && s.1["id"] == id)
+                    .collect()
+            };
+            let Some(l) = &w.latency else {
+                assert!(of("_count").is_empty(), "{} keeps no histograms", w.name);
+                continue;
+            };
+            let h = pick(l);
+            assert_eq!(h.count, w.stats.completed, "{}: one per item run", w.name);
+            let count = of("_count");
+            assert_eq!(count.len(), 1);
+            assert_eq!(count[0].2, h.count as f64);
+            let sum = of("_sum")[0].2;
+            assert!((sum - h.sum_ns as f64 / 1e9).abs() < 1e-9, "{sum} vs {h:?}");
+            let buckets = of("_bucket");
+            assert_eq!(buckets.last().unwrap().1["le"], "+Inf");
+            assert_eq!(buckets.last().unwrap().2, h.count as f64);
+            let mut prev = 0.0;
+            for b in &buckets {
+                assert!(b.2 >= prev, "cumulative: {buckets:?}");
+                prev = b.2;
+                let le: f64 = b.1["le"].parse().unwrap();
+                if le.is_finite() {
+                    // Each bound is 2^k ns: the values below it.
+                    let ns = (le * 1e9).round() as u64;
+                    assert_eq!(b.2, h.count_le(ns - 1) as f64, "le={le}");
+                }
+            }
+        }
+    }
+    let om_reclaim = snap.workqueues.iter().find(|w| w.name == "om-reclaim");
+    assert_eq!(om_reclaim.unwrap().latency.as_ref().unwrap().run.count, 5);
+
     // Every pool's, by id; every lane's, by pool and CPU.
     for p in &snap.pools {
         let id = p.id.to_string();
@@ -245,4 +301,45 @@ fn the_exposition_parses_and_equals_the_snapshot() {
             }
         }
     }
+}
+
+/// The histogram lines of `text` against the snapshot, without a parser:
+/// per queue that keeps histograms, the +Inf bucket and `_count` equal the
+/// items it ran, and its buckets' counts sum to them.
+fn histograms_add_up(snap: &cmwq::Snapshot, text: &str) {
+    let mut seen = 0;
+    for w in snap.workqueues.iter().filter(|w| w.latency.is_some()) {
+        let l = w.latency.as_ref().unwrap();
+        for (name, h) in [("queue_delay", &l.queue), ("run_time", &l.run)] {
+            assert_eq!(h.buckets.iter().map(|b| b.1).sum::<u64>(), h.count);
+            let inf = format!(
+                "cmwq_workqueue_{name}_seconds_bucket{{workqueue=\"{}\",id=\"{}\",le=\"+Inf\"}} {}\n",
+                w.name, w.id, w.stats.completed
+            );
+            assert!(text.contains(&inf), "{inf} in\n{text}");
+            let count = format!(
+                "cmwq_workqueue_{name}_seconds_count{{workqueue=\"{}\",id=\"{}\"}} {}\n",
+                w.name, w.id, w.stats.completed
+            );
+            assert!(text.contains(&count), "{count}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "a queue with histograms was shown");
+}
+
+/// The exposition of a fixed snapshot (a `cmwq __control-child --wide`'s,
+/// one queue renamed to need escaping) equals the text written before
+/// `to_openmetrics` became a table of families (issue 31): any change to
+/// the layout shows here as a diff. `CMWQ_BLESS=1` writes the file anew.
+#[test]
+fn a_fixed_snapshot_renders_as_before() {
+    let snap: cmwq::snapshot::Snapshot =
+        serde_json::from_str(include_str!("fixtures/snapshot/ctl_child.json")).unwrap();
+    let text = snap.to_openmetrics();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/snapshot/ctl_child.openmetrics"
+    );
+    golden::assert_golden(path, &text);
 }

@@ -30,6 +30,10 @@ pub const BYTES_PER_SLOT: u64 = 512;
 /// Most rounds accepted (every run's result is kept for the summary).
 pub const MAX_ROUNDS: usize = 10_000;
 
+/// A run in which no item completed for this long fails (a lost item would
+/// otherwise hang the bench): the main thread's watchdog aborts the completions.
+pub const STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Parameters of one `cmwq bench` invocation.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct BenchConfig {
@@ -72,7 +76,7 @@ pub struct BenchConfig {
     #[serde(default)]
     pub execute: bool,
     /// A run in which no item completes for this long fails instead of hanging
-    /// (default [`STALL_TIMEOUT`](super::runner::STALL_TIMEOUT); not in the JSON).
+    /// (default [`STALL_TIMEOUT`]; not in the JSON).
     #[serde(skip)]
     pub stall_timeout: std::time::Duration,
 }
@@ -96,7 +100,7 @@ impl BenchConfig {
             cache_shard_size: None,
             spawn: false,
             execute: false,
-            stall_timeout: super::runner::STALL_TIMEOUT,
+            stall_timeout: STALL_TIMEOUT,
         }
     }
 

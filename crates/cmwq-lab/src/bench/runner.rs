@@ -17,9 +17,8 @@ use super::sys::{self, Usage};
 /// How long the process is watched for CPU use after a run, with the executor idle.
 pub const IDLE_WINDOW: Duration = Duration::from_millis(200);
 
-/// A run in which no item completed for this long fails (a lost item would
-/// otherwise hang the bench): the main thread's watchdog aborts the completions.
-pub const STALL_TIMEOUT: Duration = Duration::from_secs(20);
+/// A run's stall limit, defined with the configuration that carries it.
+pub use super::config::STALL_TIMEOUT;
 
 /// How long to wait for an executor's threads to exit after it was dropped.
 pub const THREAD_GRACE: Duration = Duration::from_millis(500);

@@ -24,9 +24,9 @@ use super::cachegrind::{self, Geometry};
 use super::counters::{self, Domain};
 use super::elf;
 use super::workload::Workload;
-use crate::abtable::{AbTable, Metric, RenderOptions, TableRow};
-use crate::compare::{RunRecord, run_once};
-use crate::stats::{CompareConfig, Direction, Verdict};
+use crate::ab::run::{RunRecord, run_once};
+use crate::ab::stats::{CompareConfig, Direction, Verdict};
+use crate::ab::table::{AbTable, Metric, RenderOptions, TableRow};
 
 /// Substring of the out-of-line release path's symbol.
 pub const UNLOCK_SYMBOL: &str = "unlock_wake";
@@ -334,11 +334,11 @@ pub fn build_table(
     Ok(t)
 }
 
-fn row<'a>(t: &'a AbTable, name: &str) -> Option<&'a crate::abtable::AbRow> {
+fn row<'a>(t: &'a AbTable, name: &str) -> Option<&'a crate::ab::table::AbRow> {
     t.compared().find(|r| r.metric == name)
 }
 
-fn describe(r: &crate::abtable::AbRow) -> String {
+fn describe(r: &crate::ab::table::AbRow) -> String {
     let d = r
         .stats
         .delta_pct
@@ -347,7 +347,7 @@ fn describe(r: &crate::abtable::AbRow) -> String {
 }
 
 /// Whether a row shows B significantly worse (a cost) or better.
-fn cost(r: Option<&crate::abtable::AbRow>) -> Option<bool> {
+fn cost(r: Option<&crate::ab::table::AbRow>) -> Option<bool> {
     let r = r?;
     (r.stats.verdict == Verdict::Significant).then(|| r.stats.is_regression())
 }
@@ -505,120 +505,19 @@ pub fn run(cfg: &StudyConfig, progress: &mut dyn FnMut(&str)) -> Result<Study, S
     } else {
         cachegrind::unavailable()
     };
-    let bins = [&cfg.a_bin, &cfg.b_bin];
     let mut workloads = Vec::new();
     for w in Workload::ALL {
         let (items, cg_items) = match w {
             Workload::Resident => (cfg.resident_items, cfg.cg_resident_items),
             Workload::Frontend => (cfg.frontend_items, cfg.cg_frontend_items),
         };
-        let mut runs = Vec::new();
-        for i in 0..cfg.warmup + cfg.runs {
-            for (side, bin) in bins.iter().enumerate() {
-                let mut argv = workload_argv(bin, w, items, cfg.batch);
-                let domain = if i % 2 == 0 {
-                    Domain::User
-                } else {
-                    Domain::Kernel
-                };
-                let csv = cfg.tmp.join(format!("perf-{side}.csv"));
-                if counters_unsupported.is_none() {
-                    let mut wrapped = counters::perf_args(domain, &csv);
-                    wrapped.extend(argv);
-                    argv = wrapped;
-                }
-                progress(&format!(
-                    "{}: run {}/{} side {}",
-                    w.name(),
-                    i + 1,
-                    cfg.warmup + cfg.runs,
-                    ["A", "B"][side]
-                ));
-                let res = run_once(&argv).and_then(|mut m| {
-                    if counters_unsupported.is_none() {
-                        let text = std::fs::read_to_string(&csv).map_err(|e| e.to_string())?;
-                        m.extend(counters::parse_csv(&text, domain)?);
-                        derive_counter_metrics(&mut m);
-                    }
-                    Ok(m)
-                });
-                if i < cfg.warmup {
-                    res.map_err(|e| format!("warm-up run of {} failed: {e}", bin.display()))?;
-                    continue;
-                }
-                let (metrics, error) = match res {
-                    Ok(m) => (m, None),
-                    Err(e) => (BTreeMap::new(), Some(e)),
-                };
-                runs.push(RunRecord {
-                    side,
-                    index: i - cfg.warmup,
-                    metrics,
-                    error,
-                });
-            }
-        }
-        let mut cg_runs = Vec::new();
-        // One one-batch cachegrind run a side: its counts are start-up, taken
-        // out of every run's steady-state rows.
-        let mut startup: [Option<(f64, f64, u64)>; 2] = [None, None];
-        if cachegrind_unavailable.is_none() {
-            for (side, bin) in bins.iter().enumerate() {
-                progress(&format!(
-                    "{}: cachegrind start-up run side {}",
-                    w.name(),
-                    ["A", "B"][side]
-                ));
-                let items0 = items_run(cfg.batch as u64, cfg.batch);
-                let argv = workload_argv(bin, w, items0, cfg.batch);
-                let out = cfg.tmp.join(format!("cachegrind.out.{side}"));
-                if let Ok((p, _)) = cachegrind::run(&argv, &cfg.geometry, &out) {
-                    startup[side] = Some((p.total("Ir") as f64, p.total("I1mr") as f64, items0));
-                }
-            }
-        }
-        let cg_items_run = items_run(cg_items, cfg.batch);
-        if cachegrind_unavailable.is_none() {
-            for i in 0..cfg.cg_runs {
-                for (side, bin) in bins.iter().enumerate() {
-                    progress(&format!(
-                        "{}: cachegrind {}/{} side {}",
-                        w.name(),
-                        i + 1,
-                        cfg.cg_runs,
-                        ["A", "B"][side]
-                    ));
-                    let argv = workload_argv(bin, w, cg_items, cfg.batch);
-                    let out = cfg.tmp.join(format!("cachegrind.out.{side}"));
-                    let res = cachegrind::run(&argv, &cfg.geometry, &out);
-                    let (metrics, error) = match res {
-                        Ok((p, stdout)) => {
-                            let n = crate::compare::extract_metrics(&stdout);
-                            let mut m = cachegrind_metrics(&p, cg_items_run);
-                            if let Some(base) = startup[side] {
-                                add_steady_metrics(&mut m, cg_items_run, base);
-                            }
-                            if n.is_empty() {
-                                (m, Some("the workload printed no JSON".to_string()))
-                            } else {
-                                m.extend(
-                                    n.into_iter()
-                                        .map(|(k, v)| (format!("{k} under cachegrind"), v)),
-                                );
-                                (m, None)
-                            }
-                        }
-                        Err(e) => (BTreeMap::new(), Some(e)),
-                    };
-                    cg_runs.push(RunRecord {
-                        side,
-                        index: i,
-                        metrics,
-                        error,
-                    });
-                }
-            }
-        }
+        let runs = native_runs(cfg, w, items, counters_unsupported.is_none(), progress)?;
+        let cg_runs = if cachegrind_unavailable.is_none() {
+            let startup = cachegrind_startup(cfg, w, progress);
+            cachegrind_runs(cfg, w, cg_items, &startup, progress)
+        } else {
+            Vec::new()
+        };
         let title = format!(
             "workload {}: {items} items a run (cachegrind: {}), batch {}; A = out-of-line unlock, B = inlined",
             w.name(),
@@ -650,6 +549,154 @@ pub fn run(cfg: &StudyConfig, progress: &mut dyn FnMut(&str)) -> Result<Study, S
         workloads,
         conclusion,
     })
+}
+
+/// The two binaries, side 0 (A) first.
+fn bins(cfg: &StudyConfig) -> [&Path; 2] {
+    [&cfg.a_bin, &cfg.b_bin]
+}
+
+/// The native runs of workload `w`, `items` each, A B A B ... after the
+/// warm-ups (a failed warm-up is the study's error); `with_counters`: under
+/// `perf stat`, user and kernel counters on alternate rounds.
+fn native_runs(
+    cfg: &StudyConfig,
+    w: Workload,
+    items: u64,
+    with_counters: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<RunRecord>, String> {
+    let mut runs = Vec::new();
+    for i in 0..cfg.warmup + cfg.runs {
+        for (side, bin) in bins(cfg).into_iter().enumerate() {
+            let domain = if i % 2 == 0 {
+                Domain::User
+            } else {
+                Domain::Kernel
+            };
+            let csv = cfg.tmp.join(format!("perf-{side}.csv"));
+            let mut argv = workload_argv(bin, w, items, cfg.batch);
+            if with_counters {
+                let mut wrapped = counters::perf_args(domain, &csv);
+                wrapped.extend(argv);
+                argv = wrapped;
+            }
+            progress(&format!(
+                "{}: run {}/{} side {}",
+                w.name(),
+                i + 1,
+                cfg.warmup + cfg.runs,
+                ["A", "B"][side]
+            ));
+            let res = run_once(&argv).and_then(|mut m| {
+                if with_counters {
+                    let text = std::fs::read_to_string(&csv).map_err(|e| e.to_string())?;
+                    m.extend(counters::parse_csv(&text, domain)?);
+                    derive_counter_metrics(&mut m);
+                }
+                Ok(m)
+            });
+            if i < cfg.warmup {
+                res.map_err(|e| format!("warm-up run of {} failed: {e}", bin.display()))?;
+                continue;
+            }
+            let (metrics, error) = match res {
+                Ok(m) => (m, None),
+                Err(e) => (BTreeMap::new(), Some(e)),
+            };
+            runs.push(RunRecord {
+                side,
+                index: i - cfg.warmup,
+                metrics,
+                error,
+            });
+        }
+    }
+    Ok(runs)
+}
+
+/// One one-batch cachegrind run a side: its counts (instructions, I1
+/// misses, items) are start-up, taken out of every run's steady-state rows.
+fn cachegrind_startup(
+    cfg: &StudyConfig,
+    w: Workload,
+    progress: &mut dyn FnMut(&str),
+) -> [Option<(f64, f64, u64)>; 2] {
+    let mut startup = [None, None];
+    for (side, bin) in bins(cfg).into_iter().enumerate() {
+        progress(&format!(
+            "{}: cachegrind start-up run side {}",
+            w.name(),
+            ["A", "B"][side]
+        ));
+        let items0 = items_run(cfg.batch as u64, cfg.batch);
+        let argv = workload_argv(bin, w, items0, cfg.batch);
+        let out = cfg.tmp.join(format!("cachegrind.out.{side}"));
+        if let Ok((p, _)) = cachegrind::run(&argv, &cfg.geometry, &out) {
+            startup[side] = Some((p.total("Ir") as f64, p.total("I1mr") as f64, items0));
+        }
+    }
+    startup
+}
+
+/// `cfg.cg_runs` cachegrind runs a side of workload `w`, `cg_items` each.
+fn cachegrind_runs(
+    cfg: &StudyConfig,
+    w: Workload,
+    cg_items: u64,
+    startup: &[Option<(f64, f64, u64)>; 2],
+    progress: &mut dyn FnMut(&str),
+) -> Vec<RunRecord> {
+    let cg_items_run = items_run(cg_items, cfg.batch);
+    let mut cg_runs = Vec::new();
+    for i in 0..cfg.cg_runs {
+        for (side, bin) in bins(cfg).into_iter().enumerate() {
+            progress(&format!(
+                "{}: cachegrind {}/{} side {}",
+                w.name(),
+                i + 1,
+                cfg.cg_runs,
+                ["A", "B"][side]
+            ));
+            let argv = workload_argv(bin, w, cg_items, cfg.batch);
+            let out = cfg.tmp.join(format!("cachegrind.out.{side}"));
+            let (metrics, error) = match cachegrind::run(&argv, &cfg.geometry, &out) {
+                Ok((p, stdout)) => cachegrind_record(&p, &stdout, cg_items_run, startup[side]),
+                Err(e) => (BTreeMap::new(), Some(e)),
+            };
+            cg_runs.push(RunRecord {
+                side,
+                index: i,
+                metrics,
+                error,
+            });
+        }
+    }
+    cg_runs
+}
+
+/// The metrics of one cachegrind run of `items` items (steady-state rows
+/// where the side's start-up run counted), and the workload's own metrics
+/// (`... under cachegrind`); an error if it printed none.
+fn cachegrind_record(
+    p: &cachegrind::Profile,
+    stdout: &str,
+    items: u64,
+    startup: Option<(f64, f64, u64)>,
+) -> (BTreeMap<String, f64>, Option<String>) {
+    let n = crate::ab::run::extract_metrics(stdout);
+    let mut m = cachegrind_metrics(p, items);
+    if let Some(base) = startup {
+        add_steady_metrics(&mut m, items, base);
+    }
+    if n.is_empty() {
+        return (m, Some("the workload printed no JSON".to_string()));
+    }
+    m.extend(
+        n.into_iter()
+            .map(|(k, v)| (format!("{k} under cachegrind"), v)),
+    );
+    (m, None)
 }
 
 impl Study {
@@ -728,7 +775,7 @@ fn yes(b: bool) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn rec(side: usize, m: &[(&str, f64)]) -> RunRecord {
@@ -765,8 +812,20 @@ mod tests {
                 ));
             }
         }
+        assemble("t", w, 1, runs, cg)
+    }
+
+    /// A workload's report from its runs, as `run` makes it (counters not
+    /// supported, cachegrind there).
+    pub(crate) fn assemble(
+        title: &str,
+        w: Workload,
+        items: u64,
+        runs: Vec<RunRecord>,
+        cg: Vec<RunRecord>,
+    ) -> WorkloadReport {
         let table = build_table(
-            "t",
+            title,
             &runs,
             &cg,
             &CompareConfig::default(),
@@ -776,7 +835,7 @@ mod tests {
         .unwrap();
         WorkloadReport {
             workload: w,
-            items: 1,
+            items,
             runs,
             cachegrind_runs: cg,
             table,

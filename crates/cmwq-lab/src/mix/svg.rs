@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::report::human_ns;
 use super::runner::MixReport;
-use crate::plot::{PALETTE, axis_titles, esc, note_lines, svg_open};
+use crate::svg::{PALETTE, axis_titles, esc, note_lines, svg_open};
 
 const W: f64 = 960.0;
 const PLOT_H: f64 = 360.0;
@@ -25,7 +25,7 @@ fn decade(d: i32) -> String {
 }
 
 /// Render the report as an SVG document; `notes` go under the title
-/// ([`crate::plot::provenance`]).
+/// ([`crate::svg::provenance`]).
 pub fn render(report: &MixReport, notes: &[String]) -> String {
     let c = &report.config;
     let head = 14.0 * notes.len() as f64;

@@ -24,8 +24,8 @@ use cmwq::percpu::PerCpu;
 use super::Variant;
 use super::cache::{CAPACITY, Depot, Magazine, Obj};
 use super::clock;
+use crate::ab::stats::Summary;
 use crate::limits::Limits;
-use crate::stats::Summary;
 
 /// What to run.
 #[derive(Clone, Debug, Serialize)]

@@ -127,6 +127,8 @@ pub use watchdog::{
 };
 pub use work::Work;
 pub(crate) use workqueue::WqInner;
+#[cfg(feature = "failure-injection")]
+pub use workqueue::debug_use_topology;
 #[cfg(feature = "control")]
 pub(crate) use workqueue::find_by_name;
 pub use workqueue::{

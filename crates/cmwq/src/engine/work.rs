@@ -128,6 +128,11 @@ impl<F: Fn() + Send + Sync + 'static> Job for Labeled<F> {
 ///   to `waiters` then reads `done`), and `queued` is read with them.
 /// - `waiters` A: threads in `wait_cycles`. `SeqCst`: pairs with `done`.
 /// - `wait_lock` W: taken only to wait on and notify `wait_cv`.
+/// - `queued_at` A: when the item was put on a worklist (ns, see
+///   [`crate::hist`]; 0: not stamped), written by its queuer before it
+///   takes the pool lock and read by the worker under that lock before it
+///   clears PENDING, so no later queue overwrites it first. `Relaxed`:
+///   ordered by the pool lock.
 /// - `once` I (reset with the rest by `reset_claimed`, which has `&mut`).
 /// - `func` I.
 pub(crate) struct WorkCell<J: ?Sized> {
@@ -137,6 +142,8 @@ pub(crate) struct WorkCell<J: ?Sized> {
     pub(crate) queued: AtomicU64,
     pub(crate) done: AtomicU64,
     waiters: AtomicU32,
+    /// When the item was put on a worklist, for latency histograms.
+    pub(crate) queued_at: AtomicU64,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
     /// A one-off job's cell (`spawn`, `execute`): queued once, never again,
@@ -157,6 +164,7 @@ impl<J> WorkCell<J> {
             queued: AtomicU64::new(0),
             done: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
+            queued_at: AtomicU64::new(0),
             wait_lock: Mutex::new(()),
             wait_cv: Condvar::new(),
             once: false,

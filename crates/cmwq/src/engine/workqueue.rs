@@ -264,6 +264,8 @@ struct OldPwqs {
     retired: Vec<PwqRef>,
     /// WQ old: the counters of the retired pwqs that died and were freed.
     dead_stats: PwqStats,
+    /// WQ old: their latency histograms (none if the queue keeps none).
+    dead_lat: crate::hist::PwqLatency,
 }
 
 /// The shared state of a workqueue. Locking: see the engine's module docs
@@ -282,6 +284,8 @@ pub(crate) struct WqInner {
     pub ordered: bool,
     /// I: `WQ_CPU_INTENSIVE`.
     pub cpu_intensive: bool,
+    /// I: keeps latency histograms ([`WorkqueueBuilder::latency_histograms`]).
+    pub latency: bool,
     /// A: frozen (`FREEZABLE` queues). `Relaxed`: ordered by the pool locks;
     /// `freeze` stores it before it polls every pwq under its pool lock, and
     /// an item is activated only under its pool lock, so an activation that
@@ -424,6 +428,7 @@ impl WqInner {
         old.retired.swap_remove(i);
         let st = pool.pwq_stats(id);
         old.dead_stats.add(&st);
+        pool.pwq_latency(id, &mut old.dead_lat);
         pool.detach(id);
     }
 
@@ -724,6 +729,7 @@ pub struct WorkqueueBuilder {
     fallback: bool,
     nice: Option<i32>,
     panic_handler: Option<PanicHandler>,
+    latency: Option<bool>,
 }
 
 /// A workqueue's own panic handler (see [`WorkqueueBuilder::panic_handler`]).
@@ -822,9 +828,30 @@ impl std::fmt::Debug for Workqueue {
     }
 }
 
+/// A topology a test put in place of the machine's (see [`debug_use_topology`]).
+#[cfg(feature = "failure-injection")]
+static TOPOLOGY_OVERRIDE: OnceLock<Topology> = OnceLock::new();
+
+/// Failure injection: the engine reads `t` instead of `/sys` for the machine's
+/// topology (its possible and online CPUs, its pods). Takes effect only before
+/// the first workqueue is built; returns false when it is too late. For tests
+/// of CPUs the machine does not have (a possible CPU that is not online), with
+/// the `failure-injection` feature only.
+#[cfg(feature = "failure-injection")]
+pub fn debug_use_topology(t: Topology) -> bool {
+    SYSTEM_TOPOLOGY.get().is_none() && TOPOLOGY_OVERRIDE.set(t).is_ok()
+}
+
+/// The machine's topology, read once (restricted to the CPUs the process may
+/// use when it was read; the usable set is followed later by `pool::hotplug`).
+static SYSTEM_TOPOLOGY: OnceLock<Arc<Topology>> = OnceLock::new();
+
 pub(crate) fn system_topology() -> &'static Arc<Topology> {
-    static T: OnceLock<Arc<Topology>> = OnceLock::new();
-    T.get_or_init(|| {
+    SYSTEM_TOPOLOGY.get_or_init(|| {
+        #[cfg(feature = "failure-injection")]
+        if let Some(t) = TOPOLOGY_OVERRIDE.get() {
+            return Arc::new(t.clone());
+        }
         let t = Topology::detect()
             .and_then(|t| t.restrict_to_affinity())
             .or_else(|_| {
@@ -864,6 +891,14 @@ impl WorkqueueBuilder {
     /// `WQ_FREEZABLE`.
     pub fn freezable(self) -> Self {
         self.flags(WqFlags::FREEZABLE)
+    }
+    /// Keeps latency histograms (time from queued to started, and run
+    /// time; see [`crate::hist`] and [`Workqueue::latency`]), or not. The
+    /// default is `CMWQ_LATENCY_HIST` (`on` or `off`), off when unset: each
+    /// item then costs three clock reads and two bucket increments.
+    pub fn latency_histograms(mut self, on: bool) -> Self {
+        self.latency = Some(on);
+        self
     }
     /// `max_active`: 1..=[`MAX_ACTIVE`]; default [`DFL_ACTIVE`]. Items that
     /// wait for later items of their own queue can use up every slot and
@@ -1158,6 +1193,7 @@ impl WorkqueueBuilder {
             tid: std::sync::atomic::AtomicI32::new(0),
         });
         let nodes = (0..nr_nodes).map(|_| NodeActive::new(max_active)).collect();
+        let latency = self.latency.unwrap_or(params.latency_hist);
         let inner = Arc::new(WqInner {
             name: self.name.clone(),
             panic_handler: self.panic_handler.clone(),
@@ -1165,6 +1201,7 @@ impl WorkqueueBuilder {
             unbound,
             ordered: self.ordered,
             cpu_intensive: self.flags.contains(WqFlags::CPU_INTENSIVE),
+            latency,
             frozen: AtomicBool::new(false),
             draining: AtomicU32::new(0),
             destroyed: AtomicBool::new(false),
@@ -1174,7 +1211,10 @@ impl WorkqueueBuilder {
             node_cpus: Mutex::new(vec![0; nr_nodes]),
             cur: Mutex::new(Arc::new(Pwqs::empty())),
             map: PwqMap::new(map_len),
-            old: Mutex::new(OldPwqs::default()),
+            old: Mutex::new(OldPwqs {
+                dead_lat: crate::hist::PwqLatency::new(latency),
+                ..OldPwqs::default()
+            }),
             chain: Mutex::new(VecDeque::new()),
             ctx,
             attrs: Mutex::new(attrs.clone()),
@@ -1308,10 +1348,12 @@ impl WqInner {
         let max_active = attrs.max_active;
         let res = (|| -> Result<(), Error> {
             if !self.unbound {
-                // Every online CPU of the machine has its pool, usable now
-                // or not (one that is not starts disassociated), so `queue_on`
-                // of any CPU works and a CPU given back later is served.
-                for &c in system_topology().machine_online() {
+                // Every possible CPU of the machine has its pool, usable now
+                // or not (one that is not starts disassociated and is served
+                // by unbound workers), so `queue_on` of any CPU goes to that
+                // CPU's pool, as in the kernel, and a CPU given back or
+                // brought online later is served by it.
+                for &c in system_topology().possible() {
                     let pool = pool::bound_pool(c, prio, ctx.wake)?;
                     let id = pool.attach(self.clone(), max_active, 0, color, false)?;
                     let r = PwqRef { pool, id };
@@ -1484,12 +1526,14 @@ impl WqInner {
         let OldPwqs {
             retired,
             dead_stats,
+            dead_lat,
         } = old;
         retired.retain(|r| {
             if !r.pool.with_pwq(r.id, |p| p.dead) {
                 return true;
             }
             dead_stats.add(&r.pool.pwq_stats(r.id));
+            r.pool.pwq_latency(r.id, dead_lat);
             r.pool.detach(r.id);
             false
         });
@@ -1645,6 +1689,7 @@ impl Workqueue {
             fallback: false,
             nice: None,
             panic_handler: None,
+            latency: None,
         }
     }
 
@@ -2180,6 +2225,33 @@ impl Workqueue {
         out
     }
 
+    /// The latency histograms (see [`crate::hist`]): time from queued to
+    /// started and from started to ended of every item that ended, summed
+    /// over the queue's pwqs; `None` for a queue built without them
+    /// ([`WorkqueueBuilder::latency_histograms`]).
+    ///
+    /// ```
+    /// use cmwq::{Work, Workqueue};
+    /// let wq = Workqueue::builder("lat").latency_histograms(true).build().unwrap();
+    /// let w = Work::new(|| {});
+    /// wq.queue(&w);
+    /// wq.flush();
+    /// let lat = wq.latency().unwrap();
+    /// assert_eq!((lat.queue.count, lat.run.count), (1, 1));
+    /// assert!(lat.queue.p99().is_some());
+    /// ```
+    pub fn latency(&self) -> Option<crate::hist::WqLatency> {
+        let mut sum = crate::hist::PwqLatency::new(self.inner.latency);
+        // Under `WQ old`, as in `stats`: each pwq counted once.
+        let old = self.inner.old.lock();
+        sum.add(&old.dead_lat);
+        for r in self.inner.pwqs().all.iter().chain(&old.retired) {
+            r.pool.pwq_latency(r.id, &mut sum);
+        }
+        drop(old);
+        sum.snap()
+    }
+
     /// The current attributes (the kernel's sysfs files of an unbound queue).
     pub fn attrs(&self) -> WqAttrs {
         self.inner.attrs.lock().clone()
@@ -2669,6 +2741,7 @@ impl Workqueue {
             attrs,
             node_nr_active: self.node_nr_active(),
             node_max_active: self.node_max_active(),
+            latency: self.latency(),
             rescuer,
             pwqs,
             stats: self.stats(),

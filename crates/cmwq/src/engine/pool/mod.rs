@@ -313,6 +313,8 @@ pub(crate) struct PwqState {
     pub credits: usize,
     /// L: counters of this pwq, kept under the pool lock (no shared cache line).
     pub stats: PwqStats,
+    /// L: its latency histograms, if its queue keeps them.
+    pub lat: crate::hist::PwqLatency,
     /// L: replaced by a newer table (live attrs): dies once it has nothing in flight.
     pub retired: bool,
     /// L: retired and empty: takes no more items; a queuer that finds it retries
@@ -338,6 +340,7 @@ impl PwqState {
             node: 0,
             credits: 0,
             stats: PwqStats::default(),
+            lat: Default::default(),
             retired: true,
             dead: true,
             plugged: false,
@@ -1149,6 +1152,7 @@ impl Pool {
         let era = g.pwqs[slot as usize].era.wrapping_add(1) & ERA_MASK;
         g.refcnt += 1;
         g.dying = false;
+        let lat = crate::hist::PwqLatency::new(wq.latency);
         g.pwqs[slot as usize] = PwqState {
             wq: Some(wq),
             era,
@@ -1164,11 +1168,16 @@ impl Pool {
             node,
             credits: 0,
             stats: PwqStats::default(),
+            lat,
             retired: false,
             dead: false,
             plugged,
         };
-        if g.nr_workers == 0 {
+        // A pool starts with one idle worker, except the pool of a CPU that
+        // is not usable (never online, or outside the process's CPUs): a
+        // machine may list hundreds of possible CPUs, and such a pool gets its
+        // first worker from the watchdog when an item is queued there.
+        if g.nr_workers == 0 && !g.disassociated {
             g = self.create_worker(g, 0);
         }
         drop(g);
@@ -1321,6 +1330,11 @@ impl Pool {
         self.with_pwq(id, |p| p.stats)
     }
 
+    /// Adds a pwq's latency histograms to `sum` (nothing for one that is gone).
+    pub(crate) fn pwq_latency(&self, id: PwqId, sum: &mut crate::hist::PwqLatency) {
+        self.with_pwq(id, |p| sum.add(&p.lat));
+    }
+
     /// Runs `f` on a pwq's state under the pool lock; a pwq that is gone
     /// reads as dead and empty.
     pub(crate) fn with_pwq<R>(&self, id: PwqId, f: impl FnOnce(&PwqState) -> R) -> R {
@@ -1403,6 +1417,10 @@ impl Pool {
         wq: &Arc<WqInner>,
     ) -> Result<(), Arc<WorkInner>> {
         let unbound = wq.unbound;
+        if wq.latency {
+            work.queued_at
+                .store(crate::hist::now_ns(), Ordering::Relaxed);
+        }
         let cpu = if self.attrs.pod_cpus.len() > 1 {
             sched::current_cpu()
         } else {

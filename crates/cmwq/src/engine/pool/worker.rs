@@ -20,6 +20,7 @@ use super::{
 use crate::engine::watchdog;
 use crate::engine::work::WorkInner;
 use crate::engine::workqueue::WqInner;
+use crate::hist::ItemTimes;
 use crate::priority::PoolPrio;
 use crate::sched;
 use crate::switches::SwitchProbe;
@@ -539,6 +540,13 @@ fn process_one_work<'a>(
     inner.lockup.started += 1;
     let (lane, prev) = (w.lane, w.last_start);
     let work = running.work();
+    // Read before PENDING clears: a queue after that stamps the next cycle.
+    let stamp = if wq.latency {
+        work.queued_at.load(Ordering::Relaxed)
+    } else {
+        0
+    };
+    let mut times = ItemTimes::queued_at(stamp);
     // A one-off job is never queued again, so nothing reads its PENDING bit.
     if !work.once {
         work.clear_pending();
@@ -558,9 +566,11 @@ fn process_one_work<'a>(
     // runs it, or if this lane lags and another CPU of the pod is free.
     let wake = g.kick(hint);
     unlock_wake(pool, g, wake);
+    times.start();
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
     let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
+    times.end();
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
     // catch their own). The handlers run as part of the item: what the item
     // may not wait for (itself, its queue), they may not either.
@@ -580,6 +590,7 @@ fn process_one_work<'a>(
     let st = &mut g.pwqs[item.pwq as usize].stats;
     st.completed += 1;
     st.panics += u64::from(panicked);
+    g.pwqs[item.pwq as usize].lat.record(&times);
     *cache = Some(wq);
     if g.workers[me].blocked != 0 {
         g.mark_in(me, u8::MAX, managed);

@@ -164,7 +164,7 @@ mod tests {
             let xs: Vec<f64> = (0..n).map(|_| rng.below(10) as f64).collect();
             let mut sorted = xs.clone();
             sorted.sort_by(f64::total_cmp);
-            let want = crate::stats::summary::median_sorted(&sorted);
+            let want = crate::ab::stats::summary::median_sorted(&sorted);
             let mut buf = xs.clone();
             assert_eq!(median_in_place(&mut buf), want, "{xs:?}");
         }

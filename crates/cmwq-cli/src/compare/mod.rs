@@ -1,19 +1,29 @@
 //! `cmwq compare`: two configurations or two commands, interleaved A B A B,
 //! with the seed threads' table (`Metric  Baseline  Experiment  Delta  Sig`).
 //!
-//! The running, measuring and statistics live in `cmwq_lab::compare` and
-//! `cmwq_lab::stats`; this file turns arguments into the command lines (side 0
-//! is the baseline, every other side is compared against it; the seed
-//! presets' sides and extra tables are in `presets.rs`), shows progress and
-//! prints.
+//! The running, measuring and statistics live in `cmwq_lab::ab`; this module
+//! turns arguments into the command lines (side 0 is the baseline, every
+//! other side is compared against it), runs the rounds with a progress line,
+//! and prints. Its rooms, each importing only those after it:
+//!
+//! - `mod.rs`: the arguments, the rounds, the output;
+//! - `presets.rs`: [`Preset`], each seed experiment's sides and extra tables;
+//! - `icache.rs`: the icache study (`--preset icache`, `cmwq icache-workload`);
+//! - `side.rs`: a side's command line.
 
 use std::io::IsTerminal;
 
-use cmwq_lab::abtable::{AbTable, RenderOptions};
-use cmwq_lab::compare::{self, RunRecord, Side};
-use cmwq_lab::stats::CompareConfig;
+use cmwq_lab::ab::run::{self, RunRecord, Side};
+use cmwq_lab::ab::stats::CompareConfig;
+use cmwq_lab::ab::table::{AbTable, RenderOptions};
 
-use crate::presets;
+pub mod icache;
+mod presets;
+mod side;
+
+use presets::Extras;
+pub use presets::Preset;
+use side::{display_argv, side};
 
 /// Arguments of `cmwq compare`.
 #[derive(clap::Args, Debug)]
@@ -33,8 +43,8 @@ pub struct CompareArgs {
     /// (the pool lock's unlock path out of line as A against the `inline-unlock`
     /// build as B: code size, instructions, L1i misses, throughput on a resident
     /// and a front-end-bound workload).
-    #[arg(long, value_name = "NAME", value_parser = ["wake", "shard", "priority", "qpw-cost", "qpw-isolation", "icache"], conflicts_with_all = ["a_cmd", "b_cmd"])]
-    pub preset: Option<String>,
+    #[arg(long, value_name = "NAME", value_enum, conflicts_with_all = ["a_cmd", "b_cmd"])]
+    pub preset: Option<Preset>,
     /// Side A as arguments of this `cmwq` binary, e.g. "bench --scopes cpu --wake under-lock"
     /// (split on whitespace; `--json` is added)
     #[arg(
@@ -93,53 +103,14 @@ pub struct CompareArgs {
     pub shard_sizes: String,
     /// Options of `--preset icache`.
     #[command(flatten)]
-    pub icache: crate::icache::IcacheArgs,
+    pub icache: icache::IcacheArgs,
 }
 
 /// Most runs (and warm-up runs) a side accepts.
 pub const MAX_RUNS: usize = 100_000;
 
-/// Side `label` from `--x ARGS` (this binary, `--json` added) or `--x-cmd CMD`.
-pub(crate) fn side(
-    label: &str,
-    args: &Option<String>,
-    cmd: &Option<String>,
-) -> Result<Side, String> {
-    let argv = match (args, cmd) {
-        (Some(a), None) => {
-            let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
-            let mut v = vec![exe.to_string_lossy().into_owned()];
-            v.extend(a.split_whitespace().map(str::to_string));
-            if v.len() == 1 {
-                return Err(format!("--{} is empty", label.to_lowercase()));
-            }
-            v.push("--json".into());
-            v
-        }
-        (None, Some(c)) if !c.trim().is_empty() => {
-            return Ok(Side {
-                label: label.into(),
-                argv: vec!["sh".into(), "-c".into(), c.clone()],
-                json: false,
-            });
-        }
-        (None, Some(_)) => return Err(format!("--{}-cmd is empty", label.to_lowercase())),
-        _ => {
-            return Err(format!(
-                "side {label}: give exactly one of --{l} ARGS or --{l}-cmd CMD",
-                l = label.to_lowercase()
-            ));
-        }
-    };
-    Ok(Side {
-        label: label.into(),
-        argv,
-        json: true,
-    })
-}
-
-/// Runs `cmwq compare`.
-pub fn run(a: CompareArgs) -> Result<(), String> {
+/// Refuses counts out of range; warns when too few runs can show `**`.
+fn check_args(a: &CompareArgs) -> Result<(), String> {
     if a.runs < 2 {
         return Err(format!("--runs {}: need at least 2 runs a side", a.runs));
     }
@@ -169,58 +140,99 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             2.0 / c
         );
     }
-    if a.preset.as_deref() == Some("icache") {
-        return crate::icache::run_preset(&a);
+    Ok(())
+}
+
+/// Runs `cmwq compare`.
+pub fn run(a: CompareArgs) -> Result<(), String> {
+    check_args(&a)?;
+    if a.preset == Some(Preset::Icache) {
+        if a.a.is_some() || a.b.is_some() {
+            return Err("--a/--b do not apply to --preset icache (use --a-bin/--b-bin)".into());
+        }
+        let shared = icache::Shared {
+            runs: a.runs,
+            warmup: a.warmup,
+            noise_floor: a.noise_floor,
+            json: a.json,
+            markdown: a.markdown,
+        };
+        return icache::run_preset(&a.icache, &shared);
     }
     if let Some(path) = &a.plot {
-        cmwq_lab::plot::check_plot_path(path)?;
+        cmwq_lab::svg::check_plot_path(path)?;
     }
-    let limits = compare::RunLimits {
-        timeout: std::time::Duration::from_secs(a.timeout),
-        ..compare::RunLimits::default()
-    };
     let extra = |x: &Option<String>| x.clone().unwrap_or_default();
-    let sides: Vec<Side> = match a.preset.as_deref() {
-        Some("wake") => vec![
-            side(
-                "A",
-                &Some(format!("bench --wake deferred {}", extra(&a.a))),
-                &None,
-            )?,
-            side(
-                "B",
-                &Some(format!("bench --wake under-lock {}", extra(&a.b))),
-                &None,
-            )?,
-        ],
-        Some("shard") => presets::shard(
-            &extra(&a.a),
-            &extra(&a.b),
-            &presets::parse_shard_sizes(&a.shard_sizes)?,
-        )?,
-        Some("priority") => presets::priority(&extra(&a.a), &extra(&a.b))?,
-        Some(p @ ("qpw-cost" | "qpw-isolation")) => {
-            let cmd = if p == "qpw-cost" { "cost" } else { "isolation" };
-            vec![
-                side(
-                    "A",
-                    &Some(format!("percpu {cmd} --mode local {}", extra(&a.a))),
-                    &None,
-                )?,
-                side(
-                    "B",
-                    &Some(format!("percpu {cmd} --mode qpw {}", extra(&a.b))),
-                    &None,
-                )?,
-            ]
-        }
-        _ => vec![side("A", &a.a, &a.a_cmd)?, side("B", &a.b, &a.b_cmd)?],
+    let sides: Vec<Side> = match a.preset {
+        Some(p) => p.sides(&extra(&a.a), &extra(&a.b), &a.shard_sizes)?,
+        None => vec![side("A", &a.a, &a.a_cmd)?, side("B", &a.b, &a.b_cmd)?],
     };
-    let tty = std::io::stderr().is_terminal();
-    let total = sides.len() * (a.runs + a.warmup);
-    let t0 = std::time::Instant::now();
+    let mut records = run_rounds(&a, &sides)?;
+    if let Some(p) = a.preset {
+        p.prepare(&mut records);
+    }
+    let cfg = CompareConfig {
+        noise_floor_pct: a.noise_floor,
+        ..CompareConfig::default()
+    };
+    let tables = pair_tables(&sides, &records, &cfg)?;
+    // The results are printed even when the plot cannot be written after all
+    // (the directory went away during the runs); its error comes last.
+    let plotted = match &a.plot {
+        Some(path) => write_plot(path, &sides, &records, &tables),
+        None => Ok(()),
+    };
+    let extras = a
+        .preset
+        .map(|p| p.extras(&sides, &records, &tables, &a.shard_sizes))
+        .unwrap_or_default();
+    if a.json {
+        print_json(&a, &sides, &records, &tables, &extras)?;
+    } else {
+        print_text(&a, &tables, &extras);
+    }
+    plotted
+}
+
+/// The progress line on stderr (when it is a terminal): runs done of all,
+/// and the time left at the pace so far.
+struct Progress {
+    tty: bool,
+    total: usize,
+    done: usize,
+    t0: std::time::Instant,
+}
+
+impl Progress {
+    fn step(&mut self, label: &str) {
+        self.done += 1;
+        if self.tty {
+            let per = self.t0.elapsed().as_secs_f64() / self.done as f64;
+            eprint!(
+                "\r  run {}/{} ({label}) ~{:.0}s left   ",
+                self.done,
+                self.total,
+                per * (self.total - self.done) as f64
+            );
+        }
+    }
+}
+
+/// Runs `--warmup` then `--runs` rounds of every side and records the
+/// measured ones; a failed warm-up is the command's error, a failed run is
+/// reported and recorded without metrics.
+fn run_rounds(a: &CompareArgs, sides: &[Side]) -> Result<Vec<RunRecord>, String> {
+    let limits = run::RunLimits {
+        timeout: std::time::Duration::from_secs(a.timeout),
+        ..run::RunLimits::default()
+    };
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        total: sides.len() * (a.runs + a.warmup),
+        done: 0,
+        t0: std::time::Instant::now(),
+    };
     let mut records = Vec::new();
-    let mut done = 0;
     let mut warned = vec![false; sides.len()];
     for i in 0..a.warmup + a.runs {
         // Rotate the order each round (A B, B A, ... ; 0 1 2, 1 2 0, ...) so no
@@ -229,7 +241,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         let shift = if a.order == "fixed" { 0 } else { i };
         for s in (0..n).map(|k| (k + shift) % n) {
             let sd = &sides[s];
-            let res = compare::run_side_limited(sd, &limits).map(|r| {
+            let res = run::run_side_limited(sd, &limits).map(|r| {
                 if let Some(why) = r.no_metrics
                     && !warned[s]
                 {
@@ -242,15 +254,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
                 }
                 r.metrics
             });
-            done += 1;
-            if tty {
-                let per = t0.elapsed().as_secs_f64() / done as f64;
-                eprint!(
-                    "\r  run {done}/{total} ({}) ~{:.0}s left   ",
-                    sd.label,
-                    per * (total - done) as f64
-                );
-            }
+            progress.step(&sd.label);
             if i < a.warmup {
                 if let Err(e) = res {
                     return Err(format!("warm-up run of {} failed: {e}", sd.label));
@@ -276,89 +280,78 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             });
         }
     }
-    if tty {
+    if progress.tty {
         eprintln!();
     }
-    if a.preset.as_deref() == Some("shard") {
-        // cache and cache_shard runs name their rows by scope; compare field by field.
-        presets::strip_scope(&mut records);
-    }
-    let cfg = CompareConfig {
-        noise_floor_pct: a.noise_floor,
-        ..CompareConfig::default()
-    };
-    let tables = pair_tables(&sides, &records, &cfg)?;
-    // The results are printed even when the plot cannot be written after all
-    // (the directory went away during the runs); its error comes last.
-    let mut plotted = Ok(());
-    if let Some(path) = &a.plot {
-        let mut metrics: Vec<String> = Vec::new();
-        for (_, t) in &tables {
-            for r in t.compared() {
-                if !metrics.contains(&r.metric) {
-                    metrics.push(r.metric.clone());
-                }
+    Ok(records)
+}
+
+/// Writes the strip plot of every compared metric to `path`.
+fn write_plot(
+    path: &std::path::Path,
+    sides: &[Side],
+    records: &[RunRecord],
+    tables: &[(usize, AbTable)],
+) -> Result<(), String> {
+    let mut metrics: Vec<String> = Vec::new();
+    for (_, t) in tables {
+        for r in t.compared() {
+            if !metrics.contains(&r.metric) {
+                metrics.push(r.metric.clone());
             }
         }
-        let labels: Vec<String> = sides
-            .iter()
-            .map(|s| format!("{}: {}", s.label, display_argv(s)))
-            .collect();
-        let notes = crate::provenance();
-        let svg = cmwq_lab::plot::strip_plot(&cmwq_lab::plot::StripPlot {
-            title: "cmwq compare: every run, and each experiment against the baseline",
-            notes: &notes,
-            sides: &labels,
-            records: &records,
-            metrics: &metrics,
-            tables: &tables,
-        });
-        plotted = std::fs::write(path, svg)
-            .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display()));
     }
-    let shard_rows = (a.preset.as_deref() == Some("shard")).then(|| {
-        let sizes = presets::parse_shard_sizes(&a.shard_sizes).unwrap_or_default();
-        let verdict = |k: usize, m: &str| {
-            tables
-                .iter()
-                .find(|(j, _)| *j == k)
-                .and_then(|(_, t)| t.compared().find(|r| r.metric == m))
-                .map(|r| r.stats.verdict)
-        };
-        presets::shard_rows(&records, &sizes, &verdict)
+    let labels: Vec<String> = sides
+        .iter()
+        .map(|s| format!("{}: {}", s.label, display_argv(s)))
+        .collect();
+    let notes = crate::provenance();
+    let svg = cmwq_lab::ab::plot::strip_plot(&cmwq_lab::ab::plot::StripPlot {
+        title: "cmwq compare: every run, and each experiment against the baseline",
+        notes: &notes,
+        sides: &labels,
+        records,
+        metrics: &metrics,
+        tables,
     });
-    let fio: Vec<(String, cmwq_lab::latency::Clat)> = if a.preset.as_deref() == Some("priority") {
-        (0..sides.len())
-            .filter_map(|k| presets::fio_clat(&records, k).map(|c| (sides[k].label.clone(), c)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    if a.json {
-        let doc = serde_json::json!({
-            "schema": "cmwq-compare/1",
-            "preset": a.preset,
-            "order": a.order,
-            "warmup": a.warmup,
-            "a": sides[0],
-            "b": sides[1],
-            "sides": sides,
-            "runs": records,
-            "table": tables.first().map(|(_, t)| t),
-            "tables": tables.iter().map(|(k, t)| serde_json::json!({
-                "baseline": sides[0].label,
-                "experiment": sides[*k].label,
-                "table": t,
-            })).collect::<Vec<_>>(),
-            "shard": shard_rows,
-            "fio": fio.iter().map(|(l, c)| (l.clone(), c)).collect::<std::collections::BTreeMap<_, _>>(),
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
-        return plotted;
-    }
+    std::fs::write(path, svg)
+        .map_err(|e| format!("--plot {}: {e} (the results are above)", path.display()))
+}
+
+/// Schema tag of `cmwq compare --json` (SCHEMA.md).
+pub const COMPARE_SCHEMA: &str = "cmwq-compare/1";
+
+/// `cmwq compare --json`: every run and every table (`cmwq-compare/1`).
+fn print_json(
+    a: &CompareArgs,
+    sides: &[Side],
+    records: &[RunRecord],
+    tables: &[(usize, AbTable)],
+    extras: &Extras,
+) -> Result<(), String> {
+    let doc = serde_json::json!({
+        "preset": a.preset.map(Preset::name),
+        "order": a.order,
+        "warmup": a.warmup,
+        "a": sides[0],
+        "b": sides[1],
+        "sides": sides,
+        "runs": records,
+        "table": tables.first().map(|(_, t)| t),
+        "tables": tables.iter().map(|(k, t)| serde_json::json!({
+            "baseline": sides[0].label,
+            "experiment": sides[*k].label,
+            "table": t,
+        })).collect::<Vec<_>>(),
+        "shard": extras.shard,
+        "fio": extras.fio.iter().map(|(l, c)| (l.clone(), c)).collect::<std::collections::BTreeMap<_, _>>(),
+    });
+    crate::json::print(COMPARE_SCHEMA, &doc)
+}
+
+/// The tables as text or Markdown: the preset's extra tables first, then
+/// one A/B table per experiment side.
+fn print_text(a: &CompareArgs, tables: &[(usize, AbTable)], extras: &Extras) {
     let opts = if a.markdown {
         RenderOptions::default()
     } else {
@@ -375,12 +368,12 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             t.render_text(&opts)
         }
     };
-    if let Some(rows) = &shard_rows {
+    if let Some(rows) = &extras.shard {
         println!("{}", presets::render_shard(rows, a.markdown));
     }
-    if !fio.is_empty() {
+    if !extras.fio.is_empty() {
         println!("clat of each side (median of its runs' statistics):");
-        for (label, c) in &fio {
+        for (label, c) in &extras.fio {
             println!("{label}:");
             for l in c.fio_lines() {
                 println!("  {l}");
@@ -388,10 +381,10 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         }
         println!();
     }
-    for (_, t) in &tables {
-        if a.preset.as_deref() == Some("wake") {
+    for (_, t) in tables {
+        if a.preset.is_some_and(Preset::splits_tables) {
             // Seed 000's layout: one table per executor/scope.
-            for (_, part) in compare::split_by_prefix(t) {
+            for (_, part) in run::split_by_prefix(t) {
                 print!("{}", render(&part));
                 println!();
             }
@@ -402,18 +395,6 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             }
         }
     }
-    plotted
-}
-
-/// The side's command line as a reader would type it (this binary shown as `cmwq`).
-fn display_argv(s: &Side) -> String {
-    let mut v = s.argv.clone();
-    if let Some(first) = v.first_mut()
-        && std::env::current_exe().is_ok_and(|e| e.to_string_lossy() == *first)
-    {
-        *first = "cmwq".into();
-    }
-    v.join(" ")
 }
 
 /// One table per side `k >= 1` against side 0. With two sides an error (too
@@ -441,7 +422,7 @@ fn pair_tables(
                 display_argv(&sides[k])
             )
         };
-        match compare::table_pair(records, 0, k, cfg.clone(), &title) {
+        match run::table_pair(records, 0, k, cfg.clone(), &title) {
             Ok(t) => out.push((k, t)),
             Err(e) if sides.len() == 2 => return Err(e),
             Err(e) => eprintln!(

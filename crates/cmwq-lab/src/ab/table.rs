@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Baseline and Experiment are the medians of each side's runs (see
-//! [`crate::stats`] for why medians), Delta is their difference in percent
+//! [`crate::ab::stats`] for why medians), Delta is their difference in percent
 //! of the baseline, and Sig is the [`Verdict`]: `**` beyond noise, `ns`
 //! within it, `flat` below the noise floor. A legend under the table says
 //! which direction is better for each metric and what the symbols mean, so
@@ -25,8 +25,8 @@
 //! for `--json`, every number of the table included.
 //!
 //! ```
-//! use cmwq_lab::abtable::{AbTable, Metric, RenderOptions};
-//! use cmwq_lab::stats::{CompareConfig, Direction, Verdict};
+//! use cmwq_lab::ab::table::{AbTable, Metric, RenderOptions};
+//! use cmwq_lab::ab::stats::{CompareConfig, Direction, Verdict};
 //!
 //! let a = [431_398.0, 430_950.0, 431_870.0, 431_002.0, 431_455.0];
 //! let b = [452_897.0, 452_310.0, 453_120.0, 452_644.0, 452_998.0];
@@ -45,7 +45,7 @@
 
 #![warn(missing_docs)]
 
-use crate::stats::{CompareConfig, Comparison, Direction, StatsError, Verdict, compare};
+use crate::ab::stats::{CompareConfig, Comparison, Direction, StatsError, Verdict, compare};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -676,7 +676,7 @@ fn escape_markdown(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{MwuMethod, Summary};
+    use crate::ab::stats::{MwuMethod, Summary};
 
     /// A row with the given medians and verdict; other numbers plausible.
     fn row(name: &str, direction: Direction, a: f64, b: f64, verdict: Verdict) -> AbRow {
@@ -688,7 +688,7 @@ mod tests {
             min: m * 0.99,
             max: m * 1.01,
         };
-        let delta = crate::stats::delta_pct(a, b);
+        let delta = crate::ab::stats::delta_pct(a, b);
         AbRow {
             metric: name.to_string(),
             decimals: None,

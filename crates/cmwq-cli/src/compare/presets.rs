@@ -15,44 +15,152 @@
 //!   normal, high (nice -20) and fifo (SCHED_FIFO) priority while hogs load
 //!   every CPU at 90%; fio's clat lines per side (medians of the runs), then
 //!   one A/B table per priority against normal.
+//! - `wake` (seed 000): `bench --wake deferred` against `--wake under-lock`,
+//!   one table per executor and scope.
+//! - `qpw-cost`, `qpw-isolation`: `percpu cost` / `percpu isolation` with
+//!   `--mode local` against `--mode qpw`.
+//! - `icache` (seed 001): a study of its own, in `icache.rs`.
+//!
+//! What differs from preset to preset is a method of [`Preset`]: its sides,
+//! whether runs compare field by field across scopes, the extra tables, and
+//! how its A/B tables are laid out.
 
 use std::collections::BTreeMap;
 
-use cmwq_lab::compare::{RunRecord, Side};
+use cmwq_lab::ab::run::{RunRecord, Side};
+use cmwq_lab::ab::stats::{Summary, Verdict};
+use cmwq_lab::ab::table::AbTable;
 use cmwq_lab::latency::Clat;
-use cmwq_lab::stats::{Summary, Verdict};
+
+use super::side::{own, side, with_defaults};
+
+/// A ready-made experiment of `cmwq compare --preset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    // Seed 000: worker wakeups outside the pool lock.
+    Wake,
+    // Seed 002: the cache_shard scope at several shard sizes.
+    Shard,
+    // Seed 004: the SCHED_FIFO switch of high-priority pools.
+    Priority,
+    // QPW per-CPU state: fast-path cost (an A/A check in user space).
+    QpwCost,
+    // QPW per-CPU state: isolation of a pinned loop.
+    QpwIsolation,
+    // Seed 001: the unlock path inlined or not (a study of its own).
+    Icache,
+}
+
+/// What a preset prints besides its A/B tables.
+#[derive(Debug, Default)]
+pub struct Extras {
+    /// Seed 002's rows (`shard`).
+    pub shard: Option<Vec<ShardRow>>,
+    /// fio's clat lines per side label (`priority`).
+    pub fio: Vec<(String, Clat)>,
+}
+
+impl Preset {
+    /// The name given to `--preset` (and shown in the JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Wake => "wake",
+            Preset::Shard => "shard",
+            Preset::Priority => "priority",
+            Preset::QpwCost => "qpw-cost",
+            Preset::QpwIsolation => "qpw-isolation",
+            Preset::Icache => "icache",
+        }
+    }
+
+    /// The sides, baseline first: `extra_a` (`--a`) goes to the baseline,
+    /// `extra_b` (`--b`) to every other side. `icache` has no sides of its
+    /// own here (it runs two builds of this binary).
+    pub fn sides(
+        self,
+        extra_a: &str,
+        extra_b: &str,
+        shard_sizes: &str,
+    ) -> Result<Vec<Side>, String> {
+        let pair = |a: String, b: String| -> Result<Vec<Side>, String> {
+            Ok(vec![
+                side("A", &Some(a), &None)?,
+                side("B", &Some(b), &None)?,
+            ])
+        };
+        match self {
+            Preset::Wake => pair(
+                format!("bench --wake deferred {extra_a}"),
+                format!("bench --wake under-lock {extra_b}"),
+            ),
+            Preset::Shard => shard(extra_a, extra_b, &parse_shard_sizes(shard_sizes)?),
+            Preset::Priority => priority(extra_a, extra_b),
+            Preset::QpwCost | Preset::QpwIsolation => {
+                let cmd = if self == Preset::QpwCost {
+                    "cost"
+                } else {
+                    "isolation"
+                };
+                pair(
+                    format!("percpu {cmd} --mode local {extra_a}"),
+                    format!("percpu {cmd} --mode qpw {extra_b}"),
+                )
+            }
+            Preset::Icache => Err("--preset icache runs its own study, not sides".into()),
+        }
+    }
+
+    /// Makes runs of different scopes comparable field by field (`shard`:
+    /// cache and cache_shard runs name their rows by scope).
+    pub fn prepare(self, records: &mut [RunRecord]) {
+        if self == Preset::Shard {
+            strip_scope(records);
+        }
+    }
+
+    /// The extra tables: seed 002's rows for `shard` (from the per-round
+    /// changes and the verdicts of `tables`), fio's clat lines for `priority`.
+    pub fn extras(
+        self,
+        sides: &[Side],
+        records: &[RunRecord],
+        tables: &[(usize, AbTable)],
+        shard_sizes: &str,
+    ) -> Extras {
+        match self {
+            Preset::Shard => {
+                let sizes = parse_shard_sizes(shard_sizes).unwrap_or_default();
+                let verdict = |k: usize, m: &str| {
+                    tables
+                        .iter()
+                        .find(|(j, _)| *j == k)
+                        .and_then(|(_, t)| t.compared().find(|r| r.metric == m))
+                        .map(|r| r.stats.verdict)
+                };
+                Extras {
+                    shard: Some(shard_rows(records, &sizes, &verdict)),
+                    fio: Vec::new(),
+                }
+            }
+            Preset::Priority => Extras {
+                shard: None,
+                fio: (0..sides.len())
+                    .filter_map(|k| fio_clat(records, k).map(|c| (sides[k].label.clone(), c)))
+                    .collect(),
+            },
+            _ => Extras::default(),
+        }
+    }
+
+    /// Whether each A/B table is printed as one table per executor and
+    /// scope (seed 000's layout, `wake`).
+    pub fn splits_tables(self) -> bool {
+        self == Preset::Wake
+    }
+}
 
 /// Shard sizes of seed 002's table.
 pub const SEED_SHARD_SIZES: &str = "2,4,8,16";
-
-/// `base`, then each of `defaults` ("--flag value") that `extra` does not set
-/// itself, then `extra`.
-pub fn with_defaults(base: &str, defaults: &[&str], extra: &str) -> String {
-    let given: Vec<&str> = extra
-        .split_whitespace()
-        .filter(|t| t.starts_with("--"))
-        .collect();
-    let mut out = base.to_string();
-    for d in defaults {
-        let flag = d.split_whitespace().next().unwrap_or(d);
-        if !given.contains(&flag) {
-            out.push(' ');
-            out.push_str(d);
-        }
-    }
-    if !extra.trim().is_empty() {
-        out.push(' ');
-        out.push_str(extra.trim());
-    }
-    out
-}
-
-/// A side that runs this `cmwq` binary with `args` (and `--json`).
-fn own(label: &str, args: String) -> Result<Side, String> {
-    let mut s = super::compare::side(label, &Some(args), &None)?;
-    s.label = label.to_string();
-    Ok(s)
-}
 
 /// Parses `--shard-sizes 2,4,8,16`: sizes of at least 1, in the order given.
 pub fn parse_shard_sizes(list: &str) -> Result<Vec<usize>, String> {
@@ -316,7 +424,7 @@ pub fn fio_clat(records: &[RunRecord], side: usize) -> Option<Clat> {
             .filter(|r| r.side == side && r.error.is_none())
             .filter_map(|r| r.metrics.get(m).copied())
             .collect();
-        cmwq_lab::stats::median(&v)
+        cmwq_lab::ab::stats::median(&v)
     };
     Some(Clat {
         n: med("items").unwrap_or(0.0) as usize,
@@ -342,19 +450,6 @@ mod tests {
             metrics: m.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             error: None,
         }
-    }
-
-    #[test]
-    fn defaults_yield_to_the_users_options() {
-        assert_eq!(
-            with_defaults(
-                "bench",
-                &["--threads 8", "--rounds 1"],
-                "--threads 2 --items 9"
-            ),
-            "bench --rounds 1 --threads 2 --items 9"
-        );
-        assert_eq!(with_defaults("x", &["--a 1"], " "), "x --a 1");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! The seed threads argue with A/B tables (seed 001 is the model: 20 runs a
 //! side, medians, a delta in percent, and a verdict of `**`, `ns` or
 //! `flat`). This module computes every number in such a table; the
-//! [`crate::abtable`] module renders it.
+//! [`crate::ab::table`] module renders it.
 //!
 //! # What is computed, and why
 //!

@@ -20,12 +20,10 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cmwq_lab::ab::stats::CompareConfig;
 use cmwq_lab::icache::cachegrind::Geometry;
 use cmwq_lab::icache::study::{self, StudyConfig};
 use cmwq_lab::icache::workload::{self, Workload, WorkloadConfig};
-use cmwq_lab::stats::CompareConfig;
-
-use crate::compare::CompareArgs;
 
 /// Arguments of `cmwq icache-workload`.
 #[derive(clap::Args, Debug)]
@@ -54,7 +52,7 @@ pub fn run_workload(a: WorkloadArgs) -> Result<(), String> {
         batch: a.batch,
     })?;
     if a.json {
-        println!("{}", r.to_json());
+        println!("{}", crate::json::line_first(r.to_json())?);
     } else {
         println!(
             "{}: {} items in {:.3} s, {:.0} items/s (checksum {:016x})",
@@ -155,12 +153,23 @@ fn copy_bin(from: &Path, to: &Path) -> Result<(), String> {
         .map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))
 }
 
+/// The options of `cmwq compare` that the icache study shares with the
+/// other comparisons.
+pub struct Shared {
+    /// `--runs`.
+    pub runs: usize,
+    /// `--warmup`.
+    pub warmup: usize,
+    /// `--noise-floor`.
+    pub noise_floor: f64,
+    /// `--json`.
+    pub json: bool,
+    /// `--markdown`.
+    pub markdown: bool,
+}
+
 /// Runs `cmwq compare --preset icache`.
-pub fn run_preset(a: &CompareArgs) -> Result<(), String> {
-    if a.a.is_some() || a.b.is_some() {
-        return Err("--a/--b do not apply to --preset icache (use --a-bin/--b-bin)".into());
-    }
-    let ic = &a.icache;
+pub fn run_preset(ic: &IcacheArgs, a: &Shared) -> Result<(), String> {
     let tty = std::io::stderr().is_terminal();
     let mut progress = |s: &str| {
         if tty {
@@ -201,11 +210,7 @@ pub fn run_preset(a: &CompareArgs) -> Result<(), String> {
     }
     let s = res?;
     if a.json {
-        let doc = serde_json::json!({ "schema": "cmwq-icache/1", "study": s });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        crate::json::print("cmwq-icache/1", &serde_json::json!({ "study": s }))?;
     } else {
         print!("{}", s.render(a.markdown));
     }

@@ -1,5 +1,5 @@
 //! A/B runs: two commands, interleaved, measured from outside and from their own
-//! JSON, compared metric by metric with [`crate::stats`].
+//! JSON, compared metric by metric with [`crate::ab::stats`].
 //!
 //! The seed threads argue with tables of medians over interleaved runs, a delta
 //! and a verdict (`**` beyond noise, `ns` within it, `flat`). This module runs
@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use crate::abtable::{AbTable, Metric};
-use crate::stats::{CompareConfig, Direction};
+use crate::ab::stats::{CompareConfig, Direction};
+use crate::ab::table::{AbTable, Metric};
 
 /// One side of a comparison: a program and its arguments.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -781,7 +781,7 @@ mod tests {
             .rows
             .iter()
             .filter_map(|r| match r {
-                crate::abtable::TableRow::NotSupported { metric, reason } => {
+                crate::ab::table::TableRow::NotSupported { metric, reason } => {
                     Some((metric.as_str(), reason.as_str()))
                 }
                 _ => None,
