@@ -35,14 +35,11 @@ pub unsafe extern "C" fn cmwq_kc_param_register(
     let name = unsafe { CStr::from_ptr(name) }
         .to_string_lossy()
         .into_owned();
-    PARAMS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Param {
-            name,
-            kind,
-            ptr: ptr as usize,
-        });
+    crate::lock(&PARAMS).push(Param {
+        name,
+        kind,
+        ptr: ptr as usize,
+    });
 }
 
 fn parse_int(v: &str) -> Option<i128> {
@@ -122,7 +119,7 @@ unsafe fn set(p: &Param, value: &str) -> bool {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cmwq_kc_params_apply(argc: c_int, argv: *const *const c_char) -> c_int {
     online();
-    let params = PARAMS.lock().unwrap_or_else(|e| e.into_inner());
+    let params = crate::lock(&PARAMS);
     for p in params.iter() {
         if let Ok(v) = std::env::var(&p.name) {
             // SAFETY: registered with a live variable of its type.
@@ -306,7 +303,7 @@ pub unsafe extern "C" fn cmwq_kc_thread_setup(name: *const c_char, cpu: c_int) -
 
 /// The online CPUs: those the process may run on when first asked (the
 /// kernel's online mask, seen from user space).
-fn online() -> &'static [usize] {
+pub(crate) fn online() -> &'static [usize] {
     static O: OnceLock<Vec<usize>> = OnceLock::new();
     O.get_or_init(|| {
         // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.

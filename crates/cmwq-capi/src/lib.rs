@@ -50,7 +50,12 @@
 //! Carriers are never freed: a process holds as many as it ever had busy C
 //! items at once, on the free lists when idle.
 
+mod abi;
+mod attrs;
+mod debug;
+mod each_cpu;
 mod kcompat;
+mod rcu;
 mod symbols;
 mod sysfs;
 mod tsan;
@@ -58,3 +63,11 @@ mod work;
 mod wq;
 
 pub use tsan::cmwq_capi_set_tsan_hooks;
+
+/// Locks `m`, going on through poisoning: a panic that unwound out of a
+/// holder (a C callback cannot unwind through the library, but a Rust bug
+/// could) leaves data this crate only appends to or counts, and a C caller
+/// has no way to handle a poisoned lock.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -24,7 +24,7 @@ fn lookup(addr: u64) -> Option<String> {
     let (path, file_off) = mapping(addr)?;
     static CACHE: Mutex<Option<HashMap<String, Parsed>>> = Mutex::new(None);
     let entry = {
-        let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = crate::lock(&CACHE);
         let map = c.get_or_insert_with(HashMap::new);
         map.entry(path.clone())
             .or_insert_with(|| std::fs::read(&path).ok().and_then(|b| parse(&b)))

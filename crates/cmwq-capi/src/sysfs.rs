@@ -1,4 +1,6 @@
-//! `filp_open` / `kernel_write` / `kernel_read` / `filp_close`: a file under
+//! `filp_open` / `kernel_write` / `kernel_read` / `filp_close` (exported
+//! as `cmwq_kc_*`, so a program with functions of those names of its own
+//! still links; `linux/fs.h` maps the kernel's names): a file under
 //! `/sys/bus/workqueue/devices/<wq>/` (or `/sys/devices/virtual/workqueue/<wq>/`)
 //! reaches the live attributes of the `WQ_SYSFS` queue of that name, as the
 //! kernel's sysfs files do: `affinity_scope`, `affinity_strict`, `cpumask`,
@@ -52,7 +54,11 @@ fn attr_exists(w: &CWq, attr: &str) -> bool {
 ///
 /// `path` is a NUL-terminated string.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn filp_open(path: *const c_char, flags: c_int, mode: c_uint) -> *mut File {
+pub unsafe extern "C" fn cmwq_kc_filp_open(
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> *mut File {
     // SAFETY: the caller's promise.
     let p = unsafe { CStr::from_ptr(path) }.to_string_lossy();
     if let Some((wq, attr)) = split(&p) {
@@ -119,7 +125,7 @@ fn show(w: &CWq, attr: &str) -> String {
 /// `file` came from `filp_open`; `buf` holds `count` bytes; `pos` is NULL or
 /// points to the offset.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn kernel_write(
+pub unsafe extern "C" fn cmwq_kc_kernel_write(
     file: *mut File,
     buf: *const c_void,
     count: usize,
@@ -173,9 +179,9 @@ fn last_errno() -> c_int {
 ///
 /// # Safety
 ///
-/// As [`kernel_write`], with `buf` writable.
+/// As [`cmwq_kc_kernel_write`], with `buf` writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn kernel_read(
+pub unsafe extern "C" fn cmwq_kc_kernel_read(
     file: *mut File,
     buf: *mut c_void,
     count: usize,
@@ -223,11 +229,11 @@ pub unsafe extern "C" fn kernel_read(
 ///
 /// `file` came from `filp_open` and is not used afterwards.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn filp_close(file: *mut File, _id: *mut c_void) -> c_int {
+pub unsafe extern "C" fn cmwq_kc_filp_close(file: *mut File, _id: *mut c_void) -> c_int {
     if (file as c_long) < 0 && (file as c_long) >= -4095 {
         return -libc::EBADF;
     }
-    // SAFETY: made by Box::into_raw in filp_open.
+    // SAFETY: made by Box::into_raw in cmwq_kc_filp_open.
     let f = unsafe { Box::from_raw(file) };
     if let File::Fd(fd) = *f {
         // SAFETY: our own descriptor, closed once.

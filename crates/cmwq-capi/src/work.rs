@@ -15,19 +15,20 @@
 //!   refuses a racing queue atomically; a carrier undoes those when it
 //!   goes back to a free list.
 
-use std::cell::Cell;
-use std::ffi::{c_int, c_ulong, c_void};
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::{c_int, c_uint, c_ulong, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use cmwq::DelayedWork;
 
+use crate::rcu::{self, RcuHead};
 use crate::tsan;
 use crate::wq::CWq;
 
 /// The C function a work item runs.
-type WorkFunc = unsafe extern "C" fn(*mut WorkStruct);
+pub(crate) type WorkFunc = unsafe extern "C" fn(*mut WorkStruct);
 
 /// `struct work_struct` as the header lays it out. `INIT_WORK` writes zeros
 /// to `data` and `carrier` and the function to `func`.
@@ -41,10 +42,21 @@ pub struct WorkStruct {
     func: AtomicUsize,
 }
 
+impl WorkStruct {
+    /// An idle item that runs `func` (what `INIT_WORK` makes).
+    pub(crate) fn new(func: WorkFunc) -> WorkStruct {
+        WorkStruct {
+            data: AtomicUsize::new(0),
+            carrier: AtomicPtr::new(std::ptr::null_mut()),
+            func: AtomicUsize::new(func as usize),
+        }
+    }
+}
+
 /// `struct delayed_work`: a `work_struct` first, as in the kernel.
 #[repr(C)]
 pub struct DelayedWorkStruct {
-    work: WorkStruct,
+    pub(crate) work: WorkStruct,
 }
 
 const LOCK: usize = 1;
@@ -95,6 +107,10 @@ struct CState {
     cycles: i64,
     /// Engine-level disables applied for the owner's `disable_work`s.
     edis: u32,
+    /// `queue_rcu_work`'s grace period: 0 none; 1 the carrier's RCU
+    /// callback is outstanding (it holds a user); 2 outstanding, and a later
+    /// `queue_rcu_work` wants a grace period of its own (see [`rcu_ended`]).
+    gp: u8,
 }
 
 /// What the engine queues for a C work item while it is busy.
@@ -112,8 +128,18 @@ pub(crate) struct Carrier {
     /// report names it by (read from the carrier, never from the
     /// `work_struct`, which may be freed by then).
     func: AtomicUsize,
+    /// The `CWq` the last queueing went to (what `print_worker_info` names).
+    wq: AtomicUsize,
+    /// What `queue_rcu_work` hands to `call_rcu`: the carrier's own, so the
+    /// user's `rcu_work` may be freed once it is idle, as any item.
+    rcu: UnsafeCell<RcuHead>,
     dw: OnceLock<DelayedWork>,
 }
+
+// SAFETY: `rcu` is written only by the RCU library, between `call_rcu`
+// and the callback, and `call_rcu` is issued for a carrier at most once at
+// a time (`CState::gp`); every other field is a lock or an atomic.
+unsafe impl Sync for Carrier {}
 
 impl Carrier {
     fn dw(&self) -> &DelayedWork {
@@ -125,7 +151,7 @@ impl Carrier {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CState> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.st)
     }
 
     /// The worker's end of a cycle: touches only the carrier.
@@ -159,6 +185,25 @@ impl Carrier {
 
 thread_local! {
     static CURRENT: Cell<*mut WorkStruct> = const { Cell::new(std::ptr::null_mut()) };
+    /// The `CWq` whose item the calling worker runs (0: none).
+    static CURRENT_WQ: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The workqueue whose C item the calling thread runs, if it runs one.
+pub(crate) fn current_wq() -> Option<&'static CWq> {
+    let p = CURRENT_WQ.with(Cell::get) as *const CWq;
+    // SAFETY: set by `run` for the length of a callback, during which the
+    // queue cannot be destroyed (destroy_workqueue drains it first).
+    unsafe { p.as_ref() }
+}
+
+/// The C function the calling worker runs, if it runs one.
+pub(crate) fn current_func() -> Option<usize> {
+    CURRENT_FN.with(Cell::get)
+}
+
+thread_local! {
+    static CURRENT_FN: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
 /// What a carrier's engine item runs.
@@ -178,6 +223,8 @@ fn run(c: &'static Carrier) {
         } else {
             c.func.store(f, Ordering::Relaxed);
             let prev = CURRENT.with(|cur| cur.replace(ws));
+            let prev_wq = CURRENT_WQ.with(|w| w.replace(c.wq.load(Ordering::Relaxed)));
+            let prev_fn = CURRENT_FN.with(|w| w.replace(Some(f)));
             // SAFETY: `func` was written by INIT_WORK from a `work_func_t`,
             // and it is called with the item it was set on, as the kernel does.
             unsafe {
@@ -185,6 +232,9 @@ fn run(c: &'static Carrier) {
                 f(ws);
             }
             CURRENT.with(|cur| cur.set(prev));
+            CURRENT_WQ.with(|w| w.set(prev_wq));
+            CURRENT_FN.with(|w| w.set(prev_fn));
+            crate::debug::item_done();
             // A callback that cleared PF_WQ_WORKER is a worker again for the
             // next item (the kernel's sample restores it itself).
             crate::kcompat::worker_item_done();
@@ -221,13 +271,13 @@ fn this_list() -> usize {
 
 fn free_list_push(c: &'static Carrier) {
     let l = &lists()[this_list()];
-    let mut head = l.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut head = crate::lock(&l.0);
     c.next.store(*head as *mut Carrier, Ordering::Relaxed);
     *head = c as *const Carrier as usize;
 }
 
 fn pop(l: &FreeList) -> Option<&'static Carrier> {
-    let mut head = l.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut head = crate::lock(&l.0);
     if *head == 0 {
         return None;
     }
@@ -251,11 +301,14 @@ fn take_carrier() -> &'static Carrier {
             users: 0,
             cycles: 0,
             edis: 0,
+            gp: 0,
         }),
         owner: AtomicUsize::new(0),
         next: AtomicPtr::new(std::ptr::null_mut()),
         order: AtomicUsize::new(0),
         func: AtomicUsize::new(0),
+        wq: AtomicUsize::new(0),
+        rcu: UnsafeCell::new(RcuHead::default()),
         dw: OnceLock::new(),
     }));
     // Carriers are never freed, so neither is their label.
@@ -347,27 +400,37 @@ fn cpu_of(cpu: c_int) -> Option<usize> {
 
 /// Queues `ws` on `wq` (for `cpu`, after `delay`): the body of every queue call.
 fn queue(wq: &CWq, ws: &WorkStruct, cpu: c_int, delay: Duration) -> bool {
+    let Some(c) = lend_for_queue(ws) else {
+        return false;
+    };
+    let ok = engine_queue(wq, c, cpu, delay);
+    c.put(i64::from(ok));
+    ok
+}
+
+/// The carrier a queue call hands to the engine (with a user for the
+/// caller), None when `ws` is disabled. From here on `ws` is not touched:
+/// once queued, its callback may free it.
+fn lend_for_queue(ws: &WorkStruct) -> Option<&'static Carrier> {
     let c = {
         let l = WsLock::new(ws);
         if l.disabled() {
-            return false;
+            return None;
         }
         let c = find_or_lend(&l);
         c.func
             .store(ws.func.load(Ordering::Relaxed), Ordering::Relaxed);
         c
     };
-    // From here on `ws` is not touched: once queued, its callback may free it.
     tsan::release(c.addr());
-    let ok = engine_queue(wq, c, cpu, delay);
-    c.put(i64::from(ok));
-    ok
+    Some(c)
 }
 
 fn engine_queue(wq: &CWq, c: &Carrier, cpu: c_int, delay: Duration) -> bool {
     // Before the queueing that may start the callback, which reads it.
     c.order
         .store(wq.order_point().unwrap_or(0), Ordering::Relaxed);
+    c.wq.store(wq as *const CWq as usize, Ordering::Relaxed);
     let dw = c.dw();
     match cpu_of(cpu) {
         Some(cpu) => match wq.wq.queue_delayed_on(cpu, dw, delay) {
@@ -485,7 +548,7 @@ pub unsafe extern "C" fn mod_delayed_work_on(
 
 /// Waits on `ws`'s carrier outside the lock bit with `f`, which returns its
 /// answer and whether it took a pending cycle away; None when idle.
-fn wait_on(ws: &WorkStruct, f: impl FnOnce(&DelayedWork) -> bool, steals: bool) -> bool {
+fn wait_on(ws: &WorkStruct, f: impl FnOnce(&'static Carrier) -> bool, steals: bool) -> bool {
     if refuse_self_wait(ws) {
         return false;
     }
@@ -496,7 +559,7 @@ fn wait_on(ws: &WorkStruct, f: impl FnOnce(&DelayedWork) -> bool, steals: bool) 
             None => return false,
         }
     };
-    let r = f(c.dw());
+    let r = f(c);
     tsan::acquire(c.addr());
     c.put(if steals && r { -1 } else { 0 });
     r
@@ -531,7 +594,19 @@ fn refuse_self_wait(ws: &WorkStruct) -> bool {
 pub unsafe extern "C" fn flush_work(work: *mut WorkStruct) -> bool {
     // SAFETY: the caller's promise.
     let ws = unsafe { ws(work) };
-    wait_on(ws, |dw| no_unwind(false, || dw.flush()), false)
+    wait_on(ws, |c| no_unwind(false, || flush_carrier(c)), false)
+}
+
+/// Flushes a carrier: an item waiting out `queue_rcu_work`'s grace period
+/// is waited for, not fired early (the RCU callbacks run first, which
+/// queue it); any other armed timer is fired now.
+fn flush_carrier(c: &'static Carrier) -> bool {
+    let mut waited = false;
+    while c.lock().gp != 0 {
+        rcu::barrier();
+        waited = true;
+    }
+    c.dw().flush() || waited
 }
 
 /// `flush_delayed_work`: queues an armed timer's item now and waits for it.
@@ -576,7 +651,7 @@ pub unsafe extern "C" fn cancel_work(work: *mut WorkStruct) -> bool {
 pub unsafe extern "C" fn cancel_work_sync(work: *mut WorkStruct) -> bool {
     // SAFETY: the caller's promise.
     let ws = unsafe { ws(work) };
-    wait_on(ws, |dw| no_unwind(false, || dw.cancel_sync()), true)
+    wait_on(ws, |c| no_unwind(false, || c.dw().cancel_sync()), true)
 }
 
 /// `cancel_delayed_work`: [`cancel_work`] for a delayed item.
@@ -745,6 +820,88 @@ pub unsafe extern "C" fn cmwq_work_pending(work: *const WorkStruct) -> bool {
     c.owner.load(Ordering::Relaxed) == work as usize && c.dw().is_pending()
 }
 
+/// `work_busy`: `WORK_BUSY_PENDING` (1) while `work` is queued or its timer
+/// armed, `WORK_BUSY_RUNNING` (2) while its callback runs, both or 0. A
+/// hint, as in the kernel: it may change as soon as it is read.
+///
+/// # Safety
+///
+/// `work` is a live, initialised `work_struct`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn work_busy(work: *mut WorkStruct) -> c_uint {
+    // SAFETY: the caller's promise.
+    let c = {
+        let l = WsLock::new(unsafe { ws(work) });
+        match find(&l) {
+            Some(c) => c,
+            None => return 0,
+        }
+    };
+    let dw = c.dw();
+    let busy = c_uint::from(dw.is_pending()) | (c_uint::from(dw.is_running()) << 1);
+    c.put(0);
+    busy
+}
+
+/// `queue_rcu_work`'s body: queues `ws` on `wq` once a grace period that
+/// starts after this call has ended. False if it was pending or disabled.
+/// Without an RCU registered ([`rcu::call`] is None) no thread can be in
+/// an RCU read-side section, so the grace period is over at once.
+pub(crate) fn queue_after_gp(wq: &CWq, ws: &WorkStruct) -> bool {
+    if !rcu::registered() {
+        return queue(wq, ws, -1, Duration::ZERO);
+    }
+    let Some(c) = lend_for_queue(ws) else {
+        return false;
+    };
+    // Armed "for ever" under the carrier's lock, so an RCU callback still
+    // outstanding from an earlier, cancelled cycle sees this one and asks
+    // for a grace period of its own instead of firing it (see `rcu_ended`).
+    let mut g = c.lock();
+    if !engine_queue(wq, c, -1, rcu::FOREVER) {
+        drop(g);
+        c.put(0);
+        return false;
+    }
+    g.cycles += 1;
+    if g.gp != 0 {
+        g.gp = 2;
+        g.users -= 1; // cycles > 0: the carrier stays lent
+        return true;
+    }
+    // The callback keeps this call's user until it has run.
+    g.gp = 1;
+    drop(g);
+    // SAFETY: `gp` was 0, so the RCU library holds no callback of this
+    // carrier; the head lives for ever (carriers are never freed).
+    unsafe { rcu::call(c.rcu.get(), rcu_ended) };
+    true
+}
+
+/// A grace period since `queue_rcu_work` ended: fire the armed item (if a
+/// cancel has not taken it), or, when a later `queue_rcu_work` armed a new
+/// cycle meanwhile, wait for another grace period first.
+unsafe extern "C" fn rcu_ended(head: *mut RcuHead) {
+    // SAFETY: `head` is the `rcu` field of a leaked carrier (see
+    // `queue_after_gp`), so stepping back to the carrier stays in it.
+    let c: &'static Carrier =
+        unsafe { &*((head as *mut u8).sub(std::mem::offset_of!(Carrier, rcu)) as *const Carrier) };
+    let mut g = c.lock();
+    if g.gp == 2 {
+        g.gp = 1;
+        drop(g);
+        // SAFETY: the library has handed the head back (it runs us).
+        unsafe { rcu::call(head, rcu_ended) };
+        return;
+    }
+    g.gp = 0;
+    // Under the lock: a `queue_rcu_work` arming a new cycle waits for it,
+    // then finds gp 0 and starts its own grace period.
+    c.dw().fire();
+    drop(g);
+    c.put(0);
+}
+
 /// `current_work`: the `work_struct` whose callback the calling thread is
 /// running, or NULL.
 #[unsafe(no_mangle)]
@@ -764,11 +921,7 @@ mod tests {
     }
 
     fn new_work() -> Box<WorkStruct> {
-        Box::new(WorkStruct {
-            data: AtomicUsize::new(0),
-            carrier: AtomicPtr::new(std::ptr::null_mut()),
-            func: AtomicUsize::new(bump as WorkFunc as usize),
-        })
+        Box::new(WorkStruct::new(bump))
     }
 
     /// Carriers go back to the free lists: a loop of queue/flush on one

@@ -3,6 +3,7 @@
 //! system queues, and the `WQ_SYSFS` registry the sysfs files are found in.
 
 use std::ffi::{CStr, c_char, c_int, c_uint};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cmwq::topology::Scope;
@@ -26,11 +27,12 @@ const WQ_ORDERED: c_uint = 1 << 17;
 pub struct CWq {
     pub(crate) wq: Workqueue,
     pub(crate) name: String,
-    sysfs: bool,
+    /// In the `WQ_SYSFS` registry (`WQ_SYSFS`, or `workqueue_sysfs_register`).
+    sysfs: AtomicBool,
     system: bool,
     /// `WQ_ORDERED`: each item happens before the next (see
     /// [`CWq::order_point`]).
-    ordered: bool,
+    pub(crate) ordered: bool,
 }
 
 impl CWq {
@@ -51,7 +53,7 @@ static SYSFS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 /// Runs `f` on the `WQ_SYSFS` queue named `name`, under the registry's lock
 /// (so `destroy_workqueue` cannot free it meanwhile).
 pub(crate) fn with_sysfs<R>(name: &str, f: impl FnOnce(&CWq) -> R) -> Option<R> {
-    let r = SYSFS.lock().unwrap_or_else(|e| e.into_inner());
+    let r = crate::lock(&SYSFS);
     let &(_, addr) = r.iter().find(|(n, _)| n == name)?;
     // SAFETY: registered queues are live until destroy_workqueue removes
     // them, which takes this lock first.
@@ -99,9 +101,12 @@ fn clamp_max_active(name: &str, max_active: c_int) -> usize {
 
 fn build(name: &str, flags: c_uint, max_active: c_int) -> Result<Workqueue, cmwq::Error> {
     let mut b = Workqueue::builder(name).priority_fallback(true);
-    // WQ_BH: user space has no softirq context; a bound queue runs the items
-    // on threads, which never breaks a BH item's no-sleep rule.
-    let _ = WQ_BH;
+    // WQ_BH: user space has no softirq context. A CPU's softirq runs its BH
+    // items one at a time, in queue order, ahead of its tasks: here a bound,
+    // high-priority queue with max_active 1 runs them so, on threads.
+    if flags & WQ_BH != 0 && flags & (WQ_ORDERED | WQ_UNBOUND) == 0 {
+        return b.highpri().max_active(1).build();
+    }
     if flags & WQ_ORDERED != 0 {
         b = b.ordered();
     } else {
@@ -147,7 +152,7 @@ pub unsafe extern "C" fn cmwq_alloc_workqueue(
     // SAFETY: the caller's promise.
     let name = unsafe { c_name(name) };
     let sysfs = flags & WQ_SYSFS != 0;
-    let mut reg = SYSFS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut reg = crate::lock(&SYSFS);
     if sysfs && reg.iter().any(|(n, _)| *n == name) {
         eprintln!("cmwq: alloc_workqueue({name:?}): a WQ_SYSFS workqueue has this name already");
         return std::ptr::null_mut();
@@ -162,7 +167,7 @@ pub unsafe extern "C" fn cmwq_alloc_workqueue(
     let p = Box::into_raw(Box::new(CWq {
         wq,
         name: name.clone(),
-        sysfs,
+        sysfs: AtomicBool::new(sysfs),
         system: false,
         ordered: flags & WQ_ORDERED != 0,
     }));
@@ -192,9 +197,13 @@ pub unsafe extern "C" fn destroy_workqueue(wq: *mut CWq) {
         );
         return;
     }
-    if w.sysfs {
-        let mut reg = SYSFS.lock().unwrap_or_else(|e| e.into_inner());
-        reg.retain(|&(_, a)| a != wq as usize);
+    {
+        // Unregistered under the registry's lock, which
+        // `workqueue_sysfs_register` sets `sysfs` under too.
+        let mut reg = crate::lock(&SYSFS);
+        if w.sysfs.load(Ordering::Relaxed) {
+            reg.retain(|&(_, a)| a != wq as usize);
+        }
     }
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wq.drain()));
     tsan::acquire(tsan::any_callback());
@@ -261,6 +270,20 @@ pub unsafe extern "C" fn cmwq_workqueue_max_active(wq: *mut CWq) -> c_int {
     unsafe { &*wq }.wq.max_active() as c_int
 }
 
+/// The scope an `enum wq_affn_scope` value names (`WQ_AFFN_DFL` being
+/// `cache_shard`, the process default); None out of range.
+pub(crate) fn scope_of(scope: c_int) -> Option<Scope> {
+    Some(match scope {
+        0 | 4 => Scope::CacheShard,
+        1 => Scope::Cpu,
+        2 => Scope::Smt,
+        3 => Scope::Cache,
+        5 => Scope::Numa,
+        6 => Scope::System,
+        _ => return None,
+    })
+}
+
 /// Sets the affinity scope of an unbound `wq` (cmwq addition; the value is
 /// an `enum wq_affn_scope`, `WQ_AFFN_DFL` being `cache_shard`). 0 or
 /// `-EINVAL`.
@@ -272,14 +295,8 @@ pub unsafe extern "C" fn cmwq_workqueue_max_active(wq: *mut CWq) -> c_int {
 pub unsafe extern "C" fn cmwq_workqueue_set_affinity_scope(wq: *mut CWq, scope: c_int) -> c_int {
     // SAFETY: the caller's promise.
     let w = unsafe { &*wq };
-    let s = match scope {
-        0 | 4 => Scope::CacheShard,
-        1 => Scope::Cpu,
-        2 => Scope::Smt,
-        3 => Scope::Cache,
-        5 => Scope::Numa,
-        6 => Scope::System,
-        _ => return -libc::EINVAL,
+    let Some(s) = scope_of(scope) else {
+        return -libc::EINVAL;
     };
     match w.wq.set_affinity_scope(s) {
         Ok(()) => 0,
@@ -290,6 +307,9 @@ pub unsafe extern "C" fn cmwq_workqueue_set_affinity_scope(wq: *mut CWq, scope: 
     }
 }
 
+/// How many system queues `cmwq_system_wq` knows.
+const NR_SYSTEM_WQS: usize = 7;
+
 fn system_build(kind: c_int) -> Workqueue {
     let made = match kind {
         1 => Workqueue::builder("events_highpri")
@@ -298,28 +318,71 @@ fn system_build(kind: c_int) -> Workqueue {
             .build(),
         2 => return cmwq::system_long().clone(),
         3 => return cmwq::system_unbound().clone(),
+        // The BH queues (see `build`): one item at a time per CPU, in queue
+        // order, high priority.
+        4 => build("events_bh", WQ_BH, 0),
+        5 => build("events_bh_highpri", WQ_BH | WQ_HIGHPRI, 0),
+        6 => Workqueue::builder("events_dfl_long").unbound().build(),
         _ => return cmwq::system().clone(),
     };
     made.unwrap_or_else(|_| cmwq::system().clone())
 }
 
 /// The system queues: 0 `system_wq`, 1 `system_highpri_wq`, 2
-/// `system_long_wq`, 3 `system_unbound_wq` (the header's macros call this).
+/// `system_long_wq`, 3 `system_unbound_wq`, 4 `system_bh_wq`, 5
+/// `system_bh_highpri_wq`, 6 `system_dfl_long_wq` (the header's macros call
+/// this); another number is `system_wq`.
 #[unsafe(no_mangle)]
 pub extern "C" fn cmwq_system_wq(kind: c_int) -> *mut CWq {
-    static Q: [OnceLock<usize>; 4] = [const { OnceLock::new() }; 4];
-    let k = kind.clamp(0, 3);
+    static Q: [OnceLock<usize>; NR_SYSTEM_WQS] = [const { OnceLock::new() }; NR_SYSTEM_WQS];
+    let k = if (0..NR_SYSTEM_WQS as c_int).contains(&kind) {
+        kind
+    } else {
+        0
+    };
     *Q[k as usize].get_or_init(|| {
         let wq = system_build(k);
         let name = wq.name().to_string();
         Box::into_raw(Box::new(CWq {
             wq,
             name,
-            sysfs: false,
+            sysfs: AtomicBool::new(false),
             system: true,
             ordered: false,
         })) as usize
     }) as *mut CWq
+}
+
+/// `workqueue_sysfs_register`: gives a queue made without `WQ_SYSFS` its
+/// directory of attribute files (`/sys/bus/workqueue/devices/<name>/`, see
+/// `linux/fs.h`). 0; `-EINVAL` for an ordered queue (as the kernel refuses
+/// it); `-EEXIST` when it has one already or another queue has its name.
+///
+/// # Safety
+///
+/// `wq` is a live workqueue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn workqueue_sysfs_register(wq: *mut CWq) -> c_int {
+    // SAFETY: the caller's promise.
+    let w = unsafe { &*wq };
+    if w.ordered {
+        eprintln!(
+            "cmwq: workqueue_sysfs_register({:?}): an ordered workqueue has no attribute files",
+            w.name
+        );
+        return -libc::EINVAL;
+    }
+    let mut reg = crate::lock(&SYSFS);
+    if w.sysfs.load(Ordering::Relaxed) || reg.iter().any(|(n, _)| *n == w.name) {
+        eprintln!(
+            "cmwq: workqueue_sysfs_register({:?}): the name has attribute files already",
+            w.name
+        );
+        return -libc::EEXIST;
+    }
+    w.sysfs.store(true, Ordering::Relaxed);
+    reg.push((w.name.clone(), wq as usize));
+    0
 }
 
 /// A workqueue for the crate's unit tests.

@@ -85,3 +85,29 @@ fn c_suite() {
     assert!(out.status.success(), "the C suite failed:\n{text}");
     assert!(text.contains("C suite: all passed"), "{text}");
 }
+
+/// `CMWQ_VERSION_MAJOR/MINOR/PATCH` in the header are the crate's version
+/// (the SONAME's major and `cmwq.pc`'s version come from Cargo.toml).
+#[test]
+fn header_version_is_the_crate_version() {
+    let h = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("include/linux/workqueue.h"),
+    )
+    .expect("read include/linux/workqueue.h");
+    for (part, want) in [
+        ("MAJOR", env!("CARGO_PKG_VERSION_MAJOR")),
+        ("MINOR", env!("CARGO_PKG_VERSION_MINOR")),
+        ("PATCH", env!("CARGO_PKG_VERSION_PATCH")),
+    ] {
+        let key = format!("#define CMWQ_VERSION_{part} ");
+        let got = h
+            .lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .unwrap_or_else(|| panic!("no `{key}` line in linux/workqueue.h"));
+        assert_eq!(
+            got.trim(),
+            want,
+            "CMWQ_VERSION_{part}: header vs Cargo.toml"
+        );
+    }
+}

@@ -76,6 +76,13 @@ pub const ENVIRONMENT: &[EnvVar] = &[
         default: "auto",
     },
     EnvVar {
+        name: "CMWQ_LATENCY_HIST",
+        meaning: "on or off: whether workqueues keep latency histograms (queueing delay and \
+                  run time) unless their builder says otherwise \
+                  (WorkqueueBuilder::latency_histograms).",
+        default: "off",
+    },
+    EnvVar {
         name: "CMWQ_WATCHDOG_THRESH",
         meaning: "Seconds a pool may have work waiting and start none before the lockup \
                   watchdog reports it on stderr; 0 turns the report off \

@@ -20,6 +20,9 @@ pub enum Error {
     },
     /// An ordered workqueue runs one item at a time; `max_active` must be 1.
     OrderedMaxActive(usize),
+    /// `min_active` is a floor of the NUMA nodes' shares of an unbound
+    /// queue's `max_active`: a per-CPU or ordered queue (named) has none.
+    MinActiveNotUnbound(String),
     /// The cpumask leaves no online CPU to run on.
     EmptyCpumask {
         /// The CPUs asked for.
@@ -107,6 +110,10 @@ impl fmt::Display for Error {
             Error::OrderedMaxActive(v) => {
                 write!(f, "max_active {v} on an ordered workqueue (it must be 1)")
             }
+            Error::MinActiveNotUnbound(name) => write!(
+                f,
+                "workqueue {name:?} is per-CPU or ordered: min_active applies only to an unbound, unordered workqueue"
+            ),
             Error::EmptyCpumask { requested } => write!(
                 f,
                 "cpumask {} has no online CPU",

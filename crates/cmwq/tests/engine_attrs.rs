@@ -392,3 +392,36 @@ fn ordered_unplugs_when_the_old_pwq_drains_unobserved() {
     }
     wq.flush();
 }
+
+/// `set_min_active` (the kernel's `workqueue_set_min_active`): the floor of
+/// each NUMA node's share of `max_active`, clamped to it; refused for a
+/// per-CPU or ordered queue.
+#[test]
+fn min_active_floors_each_nodes_share() {
+    // Two nodes: 6 CPUs and 2 CPUs, so max_active 16 cuts into 12 and 4.
+    let topo = Arc::new(Topology::from_synthetic("pack:1 numa:2 l3:1 core:4 pu:1").unwrap());
+    let wq = Workqueue::builder("min-active")
+        .unbound()
+        .topology(topo)
+        .max_active(16)
+        .cpumask(&[0, 1, 2, 3, 4, 5, 6])
+        .build()
+        .unwrap();
+    let before = wq.node_max_active();
+    assert_eq!(wq.snapshot().min_active, 8);
+    wq.set_min_active(10).unwrap();
+    assert_eq!(wq.snapshot().min_active, 10);
+    let after = wq.node_max_active();
+    assert!(after.iter().all(|&m| m >= 10), "{before:?} -> {after:?}");
+    assert!(
+        before.iter().any(|&m| m < 10),
+        "the floor changed nothing: {before:?}"
+    );
+    wq.set_min_active(100).unwrap();
+    assert_eq!(wq.snapshot().min_active, 16, "clamped to max_active");
+    let bound = Workqueue::builder("min-active-bound").build().unwrap();
+    assert!(matches!(
+        bound.set_min_active(2),
+        Err(cmwq::Error::MinActiveNotUnbound(_))
+    ));
+}

@@ -34,10 +34,15 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
     let ran_r = Arc::new(AtomicUsize::new(0));
     let ran_p = Arc::new(AtomicUsize::new(0));
     let threads = Arc::new(Mutex::new(Vec::new()));
+    // Items that saw `current_is_rescuer()`: every rescued one, no plain one.
+    let saw_rescuer = Arc::new(AtomicUsize::new(0));
     let rw: Vec<Work> = (0..40)
         .map(|_| {
-            let (r, t) = (ran_r.clone(), threads.clone());
+            let (r, t, s) = (ran_r.clone(), threads.clone(), saw_rescuer.clone());
             Work::new(move || {
+                if cmwq::current_is_rescuer() {
+                    s.fetch_add(1, Ordering::SeqCst);
+                }
                 t.lock()
                     .unwrap()
                     .push(thread::current().name().map(str::to_string));
@@ -47,8 +52,11 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
         .collect();
     let pw: Vec<Work> = (0..40)
         .map(|_| {
-            let r = ran_p.clone();
+            let (r, s) = (ran_p.clone(), saw_rescuer.clone());
             Work::new(move || {
+                if cmwq::current_is_rescuer() {
+                    s.fetch_add(1000, Ordering::SeqCst);
+                }
                 r.fetch_add(1, Ordering::SeqCst);
             })
         })
@@ -66,6 +74,11 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
     );
     let st = reclaim.stats();
     assert_eq!(st.rescued, 40, "{st:?}");
+    assert_eq!(
+        saw_rescuer.load(Ordering::SeqCst),
+        40,
+        "current_is_rescuer on the rescuer"
+    );
     assert!(st.mayday >= 1, "{st:?}");
     assert!(
         threads
@@ -107,6 +120,11 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
     plain.flush();
     assert_eq!(ran_p.load(Ordering::SeqCst), 40);
     assert_eq!(plain.stats().rescued, 0);
+    assert_eq!(
+        saw_rescuer.load(Ordering::SeqCst),
+        40,
+        "a worker is no rescuer"
+    );
     // And the reclaim queue is served by workers again, not the rescuer.
     let after = Arc::new(AtomicUsize::new(0));
     let a = after.clone();

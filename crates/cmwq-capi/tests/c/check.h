@@ -21,6 +21,40 @@
 		}								\
 	} while (0)
 #define PASS(name) printf("ok %s\n", name)
+
+/* Captures what the calls in between write to stderr (fd 2), where the
+ * library reports: capture_end() returns the text (malloc'd). Not nested. */
+#include <string.h>
+#include <unistd.h>
+static int capture_saved_fd __attribute__((unused)) = -1;
+static FILE *capture_file __attribute__((unused));
+
+static inline void capture_begin(void)
+{
+	fflush(stderr);
+	capture_file = tmpfile();
+	CHECK(capture_file);
+	capture_saved_fd = dup(2);
+	CHECK(capture_saved_fd >= 0);
+	CHECK(dup2(fileno(capture_file), 2) == 2);
+}
+
+static inline char *capture_end(void)
+{
+	long n;
+	char *s;
+
+	fflush(stderr);
+	CHECK(dup2(capture_saved_fd, 2) == 2);
+	close(capture_saved_fd);
+	n = ftell(capture_file);
+	s = calloc(1, (size_t)n + 1);
+	CHECK(s);
+	rewind(capture_file);
+	CHECK(fread(s, 1, (size_t)n, capture_file) == (size_t)n);
+	fclose(capture_file);
+	return s;
+}
 /* Line-buffered, so a crash still shows how far a test got. */
 __attribute__((constructor)) static void check_line_buffered(void)
 {

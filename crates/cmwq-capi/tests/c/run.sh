@@ -5,6 +5,11 @@
 # gcc), links it with -lcmwq (shared; plain mode also links one test
 # statically) and runs it; asan runs with leak detection on, tsan with the
 # header's acquire/release hand-off. Stops at the first failure.
+# t_rcu.c also links liburcu (-lurcu-bp; skipped, saying so, without it).
+# Plain mode also checks the library's exported symbols (check-symbols.sh)
+# and counts the kernel's names the headers provide (kernel_names.py).
+# CMWQ_CAPI_PKGCONFIG=1: build every program with only
+# `pkg-config --cflags --libs cmwq` (an installed library, as CI does).
 # Plain and asan also run stall_sample.c as a module (insmod to rmmod):
 # with CMWQ_WATCHDOG_THRESH=3 the lockup report must appear, then SIGTERM
 # unloads it: both items ran, its last line printed, exit 0.
@@ -19,18 +24,29 @@ modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(all)
 [ "${modes[0]}" = all ] && modes=(plain asan tsan)
 
-if [ -n "${CMWQ_CAPI_PREBUILT:-}" ]; then
-    # Called by `cargo test` (tests/c_suite.rs): use what cargo just built.
-    mkdir -p "$lib"
-    cp -f "$CMWQ_CAPI_PREBUILT/libcmwq_capi.so" "$lib/libcmwq.so"
-    cp -f "$CMWQ_CAPI_PREBUILT/libcmwq_capi.a" "$lib/libcmwq.a"
+if [ -n "${CMWQ_CAPI_PKGCONFIG:-}" ]; then
+    # An installed library: its headers and flags come from pkg-config alone.
+    read -r -a inc <<<"$(pkg-config --cflags cmwq)"
+    read -r -a link <<<"$(pkg-config --libs cmwq)"
+    lib=$(pkg-config --variable=libdir cmwq)
+    read -r -a static_link <<<"$(pkg-config --static --libs cmwq | sed 's/-lcmwq\b/-l:libcmwq.a/')"
 else
-    "$crate/scripts/build-lib.sh" "$lib" >/dev/null
+    if [ -n "${CMWQ_CAPI_PREBUILT:-}" ]; then
+        # Called by `cargo test` (tests/c_suite.rs): use what cargo just built.
+        "$crate/scripts/build-lib.sh" --from "$CMWQ_CAPI_PREBUILT" "$lib" >/dev/null
+    else
+        "$crate/scripts/build-lib.sh" "$lib" >/dev/null
+    fi
+    inc=(-I "$crate/include" -I "$crate/include/kcompat")
+    link=(-L "$lib" -lcmwq)
+    read -r -a static_link <<<"$lib/libcmwq.a $(cat "$crate/scripts/static-libs")"
 fi
-inc=(-I "$crate/include" -I "$crate/include/kcompat")
+link+=(-Wl,-rpath,"$lib")
 # The tests carry an rpath to $lib, but LD_LIBRARY_PATH (cargo sets one for
 # tests) comes first: make sure it finds this libcmwq.so, not another.
 export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+have_urcu=1
+echo '#include <urcu-bp.h>' | "${CC:-gcc}" -E -x c - >/dev/null 2>&1 || have_urcu=0
 warn=(-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Werror)
 out=$target/capi-c/tests
 mkdir -p "$out"
@@ -89,7 +105,15 @@ for mode in "${modes[@]}"; do
     for src in "$here"/t_*.c; do
         name=$(basename "$src" .c)
         bin=$out/$name-$mode
-        "$CC" "${flags[@]}" "${warn[@]}" "${inc[@]}" "$src" -o "$bin" -L "$lib" -lcmwq -Wl,-rpath,"$lib" -lpthread
+        libs=()
+        if [ "$name" = t_rcu ]; then
+            if [ "$have_urcu" = 0 ]; then
+                echo "  t_rcu-$mode: SKIPPED (no liburcu: apt-get install liburcu-dev)"
+                continue
+            fi
+            libs=(-lurcu-bp)
+        fi
+        "$CC" "${flags[@]}" "${warn[@]}" "${inc[@]}" "$src" -o "$bin" "${link[@]}" "${libs[@]}" -lpthread
         args=()
         extra=()
         if [ "$name" = t_kcompat ]; then args=(count=5 name=hello); extra=(kc_env=7); fi
@@ -103,15 +127,37 @@ for mode in "${modes[@]}"; do
         fi
     done
     if [ "$mode" != tsan ]; then
-        CMWQ_CAPI_LIB=$lib CFLAGS="${flags[*]} ${warn[*]}" "$crate/scripts/run-module.sh" \
-            -o "$out/stall_sample-$mode" "$here/stall_sample.c"
+        if [ -n "${CMWQ_CAPI_PKGCONFIG:-}" ]; then
+            "$CC" "${flags[@]}" "${warn[@]}" "${inc[@]}" "$here/stall_sample.c" \
+                -o "$out/stall_sample-$mode" "${link[@]}" -lpthread
+        else
+            CMWQ_CAPI_LIB=$lib CFLAGS="${flags[*]} ${warn[*]}" "$crate/scripts/run-module.sh" \
+                -o "$out/stall_sample-$mode" "$here/stall_sample.c"
+        fi
         module_stall "$out/stall_sample-$mode" "$mode" "${env[@]}"
     fi
     if [ "$mode" = plain ]; then
-        # The static library too: what a static link needs besides libcmwq.a.
-        "$CC" "${flags[@]}" "${warn[@]}" "${inc[@]}" "$here/t_basic.c" -o "$out/t_basic-static" \
-            "$lib/libcmwq.a" -lpthread -ldl -lm -lrt -lgcc_s -lutil
-        run t_basic-static "$out/t_basic-static"
+        # The static library too: libcmwq.a and what it needs, no libcmwq.so.
+        for t in t_basic t_busy; do
+            "$CC" "${flags[@]}" "${warn[@]}" "${inc[@]}" "$here/$t.c" -o "$out/$t-static" \
+                "${static_link[@]}"
+            if readelf -d "$out/$t-static" | grep -q 'NEEDED.*libcmwq'; then
+                echo "FAILED: $t-static needs libcmwq.so"; exit 1
+            fi
+            run "$t-static" "$out/$t-static"
+        done
+        # Only cmwq_* and the kernel's workqueue names are exported.
+        "$here/check-symbols.sh" "$(readlink -f "$lib/libcmwq.so")"
+        # A program with a filp_open (a kcompat helper's kernel name) of its own links.
+        printf '%s\n' '#include <linux/workqueue.h>' 'int filp_open(void) { return 7; }' \
+            'int kernel_read(void) { return 8; }' \
+            'int main(void) { return filp_open() + kernel_read() == 15 && system_wq ? 0 : 1; }' \
+            >"$out/own_names.c"
+        "$CC" "${warn[@]}" "${inc[@]}" "$out/own_names.c" -o "$out/own_names" "${link[@]}"
+        run own_names "$out/own_names"
+        "$CC" "${warn[@]}" "${inc[@]}" "$out/own_names.c" -o "$out/own_names-static" "${static_link[@]}"
+        run own_names-static "$out/own_names-static"
+        python3 "$here/kernel_names.py" "${inc[@]}"
     fi
 done
 echo "C suite: all passed (${modes[*]})"

@@ -15,37 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Captures what the calls in between write to stderr (fd 2). */
-static int saved_fd = -1;
-static FILE *cap;
-
-static void capture_begin(void)
-{
-	fflush(stderr);
-	cap = tmpfile();
-	CHECK(cap);
-	saved_fd = dup(2);
-	CHECK(saved_fd >= 0);
-	CHECK(dup2(fileno(cap), 2) == 2);
-}
-
-/* The captured text (malloc'd). */
-static char *capture_end(void)
-{
-	long n;
-	char *s;
-
-	fflush(stderr);
-	CHECK(dup2(saved_fd, 2) == 2);
-	close(saved_fd);
-	n = ftell(cap);
-	s = calloc(1, (size_t)n + 1);
-	rewind(cap);
-	CHECK(fread(s, 1, (size_t)n, cap) == (size_t)n);
-	fclose(cap);
-	return s;
-}
-
 static int count(const char *hay, const char *needle)
 {
 	int n = 0;

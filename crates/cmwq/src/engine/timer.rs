@@ -146,12 +146,17 @@ pub(crate) fn steal(work: &Arc<WorkInner>) -> bool {
 }
 
 /// If `work`'s timer is armed, queues it now.
-pub(crate) fn fire_now(work: &Arc<WorkInner>) {
-    let Some(t) = TIMER.get() else { return };
+/// Returns whether it was armed.
+pub(crate) fn fire_now(work: &Arc<WorkInner>) -> bool {
+    let Some(t) = TIMER.get() else { return false };
     let _d = t.deliver.lock();
     let a = t.state.lock().armed.remove(&key(work));
-    if let Some(a) = a {
-        let _ = a.wq.queue_claimed(a.work, a.cpu, true);
+    match a {
+        Some(a) => {
+            let _ = a.wq.queue_claimed(a.work, a.cpu, true);
+            true
+        }
+        None => false,
     }
 }
 

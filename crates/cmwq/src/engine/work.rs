@@ -430,6 +430,17 @@ impl Work {
         self.0.state.load(Ordering::SeqCst) & PENDING != 0
     }
 
+    /// True while a callback of the item runs (the kernel's
+    /// `WORK_BUSY_RUNNING`): a cycle began and has not ended, besides the
+    /// one that is pending. A hint, as the kernel's `work_busy` is: it may
+    /// change as soon as it is read.
+    pub fn is_running(&self) -> bool {
+        let done = self.0.done.load(Ordering::SeqCst);
+        let queued = self.0.queued.load(Ordering::SeqCst);
+        let pending = u64::from(self.is_pending());
+        queued.saturating_sub(done) > pending
+    }
+
     /// True while the item is disabled (queueing it returns false).
     pub fn is_disabled(&self) -> bool {
         self.0.state.load(Ordering::SeqCst) >= DISABLE_ONE

@@ -12,8 +12,27 @@
 #include <linux/types.h>
 
 struct file;
-struct file *filp_open(const char *path, int flags, umode_t mode);
-int filp_close(struct file *file, fl_owner_t id);
-ssize_t kernel_write(struct file *file, const void *buf, size_t count, loff_t *pos);
-ssize_t kernel_read(struct file *file, void *buf, size_t count, loff_t *pos);
+/* The library's names are prefixed, so a program with functions of these
+ * names of its own still links. */
+struct file *cmwq_kc_filp_open(const char *path, int flags, umode_t mode);
+int cmwq_kc_filp_close(struct file *file, fl_owner_t id);
+ssize_t cmwq_kc_kernel_write(struct file *file, const void *buf, size_t count, loff_t *pos);
+ssize_t cmwq_kc_kernel_read(struct file *file, void *buf, size_t count, loff_t *pos);
+
+static inline struct file *filp_open(const char *path, int flags, umode_t mode)
+{
+	return cmwq_kc_filp_open(path, flags, mode);
+}
+static inline int filp_close(struct file *file, fl_owner_t id)
+{
+	return cmwq_kc_filp_close(file, id);
+}
+static inline ssize_t kernel_write(struct file *file, const void *buf, size_t count, loff_t *pos)
+{
+	return cmwq_kc_kernel_write(file, buf, count, pos);
+}
+static inline ssize_t kernel_read(struct file *file, void *buf, size_t count, loff_t *pos)
+{
+	return cmwq_kc_kernel_read(file, buf, count, pos);
+}
 #endif

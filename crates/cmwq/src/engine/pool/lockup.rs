@@ -203,7 +203,7 @@ pub(crate) fn sweep(now: Instant) {
         );
         trace::lockup(p.id, d.as_secs());
     }
-    show_all(&mut out, now);
+    show_all(&mut out, now, None);
     // One write, so the report is not interleaved with other output.
     eprint!("{out}");
 }
@@ -247,9 +247,12 @@ struct PwqView {
 
 /// The kernel's `show_all_workqueues`: every workqueue with items active or
 /// held back, pwq by pwq (what runs, what waits), then every pool with a
-/// busy worker.
-fn show_all(out: &mut String, now: Instant) {
-    out.push_str("Showing busy workqueues and worker pools:\n");
+/// busy worker. `only`: the workqueue of that id alone, without the header
+/// line and the pools (the kernel's `show_one_workqueue`).
+pub(super) fn show_all(out: &mut String, now: Instant, only: Option<u64>) {
+    if only.is_none() {
+        out.push_str("Showing busy workqueues and worker pools:\n");
+    }
     let mut views = Vec::new();
     let mut pool_lines = Vec::new();
     for p in pools() {
@@ -257,6 +260,9 @@ fn show_all(out: &mut String, now: Instant) {
         let info = p.info(p.flags(&g));
         for (slot, pwq) in g.pwqs.iter().enumerate() {
             let Some(wq) = &pwq.wq else { continue };
+            if only.is_some_and(|id| id != wq.id) {
+                continue;
+            }
             if pwq.nr_active == 0 && pwq.inactive.is_empty() {
                 continue;
             }
@@ -287,7 +293,7 @@ fn show_all(out: &mut String, now: Instant) {
                 inactive: pwq.inactive.iter().map(|it| it.work.func.label()).collect(),
             });
         }
-        if g.nr_workers > g.nr_idle() {
+        if only.is_none() && g.nr_workers > g.nr_idle() {
             let waiting = g.has_work();
             let mut line = format!(
                 "pool {}: {info} hung={}s workers={}",

@@ -86,6 +86,7 @@ mod lane;
 mod lockup;
 mod manage;
 mod pwq;
+mod query;
 mod queue;
 mod registry;
 mod sleep;
@@ -102,6 +103,8 @@ use kick::{lanes_from, unlock_wake};
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
 pub use lockup::{set_cm_exempt, set_watchdog_thresh, watchdog_thresh};
+pub use query::{current_is_rescuer, show_all_workqueues};
+pub(crate) use query::{mark_rescuer, show_busy};
 pub(crate) use queue::{find_running, steal_at, steal_queued};
 pub use registry::set_idle_timeout;
 use registry::{

@@ -430,6 +430,43 @@ impl Workqueue {
         Ok(())
     }
 
+    /// Sets the floor of each NUMA node's share of an unbound queue's
+    /// `max_active` (the kernel's `workqueue_set_min_active`; by default
+    /// `min(max_active, 8)`): `n` is clamped to 1..=`max_active`. Refused
+    /// for a per-CPU or an ordered queue, as the kernel refuses it.
+    pub fn set_min_active(&self, n: usize) -> Result<(), Error> {
+        if !self.inner.unbound || self.inner.ordered {
+            return Err(Error::MinActiveNotUnbound(self.inner.name.clone()));
+        }
+        {
+            let attrs = self.inner.attrs.lock();
+            let n = n.clamp(1, attrs.max_active);
+            self.inner.min_active.store(n, Ordering::Relaxed);
+            for (node, max) in self
+                .inner
+                .node_maxes(attrs.max_active)
+                .into_iter()
+                .enumerate()
+            {
+                self.inner.nodes[node].set_max(max);
+            }
+        }
+        self.reactivate();
+        Ok(())
+    }
+
+    /// The picture of this queue that [`crate::snapshot()`] holds for it.
+    pub fn snapshot(&self) -> crate::snapshot::WorkqueueSnap {
+        self.snap()
+    }
+
+    /// What the kernel's `show_one_workqueue` prints for this queue (nothing
+    /// when no item of it is active or held back): its pwqs with what runs
+    /// and what waits, in the words of the lockup report.
+    pub fn show_busy(&self) -> String {
+        super::super::pool::show_busy(Some(self.inner.id))
+    }
+
     /// The per-node `max_active` of an unbound queue (kernel: `node_nr_active[].max`).
     pub fn node_max_active(&self) -> Vec<usize> {
         self.inner.nodes.iter().map(NodeActive::max).collect()

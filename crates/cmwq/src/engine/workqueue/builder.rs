@@ -464,6 +464,7 @@ impl WorkqueueBuilder {
             handles: AtomicUsize::new(1),
             borrows: AtomicUsize::new(0),
             id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
+            min_active: AtomicUsize::new(0),
         })
     }
 }

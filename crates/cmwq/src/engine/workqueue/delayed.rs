@@ -180,6 +180,15 @@ impl DelayedWork {
     pub fn disable(&self) -> bool {
         self.work.disable()
     }
+    /// True while a callback of the item runs (see [`Work::is_running`]).
+    pub fn is_running(&self) -> bool {
+        self.work.is_running()
+    }
+    /// Queues the item now if its timer is armed, without waiting; returns
+    /// whether it was armed (an idle, queued or running item is left alone).
+    pub fn fire(&self) -> bool {
+        !threads::forked() && timer::fire_now(&self.work.0)
+    }
     /// Enables the item (see [`Work::enable`]).
     pub fn enable(&self) -> bool {
         self.work.enable()

@@ -141,6 +141,9 @@ pub(crate) struct WqInner {
     /// A: `max_active`, written under `WQ attrs`. `Relaxed`: a setting; the
     /// writer runs the activation pass itself.
     max_active: AtomicUsize,
+    /// A: `min_active` set by [`Workqueue::set_min_active`] (0: the default,
+    /// `min(max_active, MIN_ACTIVE)`), written under `WQ attrs`. `Relaxed`.
+    pub(super) min_active: AtomicUsize,
     /// I (the vector); each node's fields carry their own tags.
     nodes: Vec<NodeActive>,
     /// WQ node_cpus, written only under `WQ attrs` (or before the queue is

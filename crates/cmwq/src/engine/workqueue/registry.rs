@@ -10,7 +10,6 @@ use std::time::Duration;
 use crate::engine::pool::{self};
 use crate::sched;
 use crate::sync::Mutex;
-use crate::types::MIN_ACTIVE;
 
 use super::{Workqueue, WorkqueueBuilder, WqInner};
 
@@ -121,7 +120,7 @@ impl WqInner {
 }
 
 impl Workqueue {
-    fn snap(&self) -> crate::snapshot::WorkqueueSnap {
+    pub(super) fn snap(&self) -> crate::snapshot::WorkqueueSnap {
         let inner = &self.inner;
         let (mut cpu_pool, dfl_pool) = self.cpu_pools();
         if inner.ordered {
@@ -168,7 +167,7 @@ impl Workqueue {
             custom_topology: inner.ctx.custom,
             cpu_pool,
             dfl_pool,
-            min_active: attrs.max_active.min(MIN_ACTIVE),
+            min_active: inner.min_active(attrs.max_active),
             attrs,
             node_nr_active: self.node_nr_active(),
             node_max_active: self.node_max_active(),

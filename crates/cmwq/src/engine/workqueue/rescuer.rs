@@ -69,6 +69,7 @@ impl WqInner {
 /// The rescuer: sleeps until a pool sends mayday, then runs batches of the
 /// starving pwq's items on this thread; exits when the workqueue is destroyed.
 fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
+    super::super::pool::mark_rescuer();
     if let Some(w) = wq.upgrade()
         && let Some(r) = &w.rescuer
     {

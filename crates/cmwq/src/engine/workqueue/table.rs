@@ -260,10 +260,20 @@ impl WqInner {
         v
     }
 
+    /// The floor of each node's share of `max_active` (the kernel's
+    /// `min_active`): the one set, or `min(max_active, MIN_ACTIVE)`; never
+    /// above `max_active`.
+    pub(super) fn min_active(&self, max_active: usize) -> usize {
+        match self.min_active.load(Ordering::Relaxed) {
+            0 => max_active.min(MIN_ACTIVE),
+            m => m.min(max_active),
+        }
+    }
+
     pub(super) fn node_maxes(&self, max_active: usize) -> Vec<usize> {
         let node_cpus = self.node_cpus.lock();
         let total: usize = node_cpus.iter().sum::<usize>().max(1);
-        let min = max_active.min(MIN_ACTIVE);
+        let min = self.min_active(max_active);
         node_cpus
             .iter()
             .map(|&c| (max_active * c).div_ceil(total).clamp(min, max_active))
