@@ -49,6 +49,20 @@ pub enum Error {
         /// The workqueue's name.
         name: String,
     },
+    /// [`set_worker_stack_size`](crate::set_worker_stack_size) was given a
+    /// size outside 64 KiB to 1 GiB (the bytes asked for).
+    InvalidWorkerStack(usize),
+    /// `max_queued(0)`: a bounded workqueue must let at least one item wait.
+    InvalidMaxQueued(usize),
+    /// A bounded workqueue was full and the call was made from one of its
+    /// own items: waiting for room could wait for that very item, so the
+    /// call refuses (use the `try_` form, or queue from outside).
+    FullFromOwnItem {
+        /// The workqueue's name.
+        name: String,
+        /// The call that was refused (`Workqueue::spawn_on`, ...).
+        call: &'static str,
+    },
     /// The process-wide pool registry is full.
     TooManyPools,
     /// The priority asked for needs a permission the process lacks.
@@ -129,6 +143,22 @@ impl fmt::Display for Error {
             }
             Error::Draining { name } => write!(f, "workqueue {name:?} is draining"),
             Error::TooManyPools => write!(f, "too many worker pools in this process"),
+            Error::InvalidWorkerStack(n) => write!(
+                f,
+                "worker stack size {n} bytes is out of range: give 64 KiB to 1 GiB \
+                 (e.g. 16 << 20 for 16 MiB)"
+            ),
+            Error::InvalidMaxQueued(n) => write!(
+                f,
+                "max_queued({n}): a bounded workqueue must let at least 1 item wait; \
+                 leave max_queued unset for no limit"
+            ),
+            Error::FullFromOwnItem { name, call } => write!(
+                f,
+                "{call} on workqueue {name:?} from one of its own items while it is full \
+                 (max_queued): waiting for room could wait for this item itself; use the \
+                 try_ form or queue from outside the workqueue"
+            ),
             Error::PriorityDenied { wanted, reason } => write!(
                 f,
                 "cannot run workers at {wanted}: {reason}; ask for priority_fallback(true) to run at the best allowed priority"

@@ -33,8 +33,10 @@
 //! `cargo run -p cmwq --example NAME`: `first_use`, `debounce` (a
 //! [`DelayedWork`] re-armed on every event), `ordered`, `priorities`
 //! ([`Priority`] and its fallback without `CAP_SYS_NICE`), `percpu_drain`
-//! ([`percpu::PerCpu`] in QPW mode) and `service_dump` ([`control::serve`],
-//! read with `cmwq dump --pid PID`).
+//! ([`percpu::PerCpu`] in QPW mode), `service_dump` ([`control::serve`],
+//! read with `cmwq dump --pid PID`), `spawn`, `hooks` ([`set_worker_hooks`]),
+//! `backpressure` ([`WorkqueueBuilder::max_queued`]) and `scoped`
+//! ([`Workqueue::scope`]).
 //!
 //! # Stability
 //!
@@ -66,6 +68,7 @@ pub mod cpuset;
 mod engine;
 mod error;
 pub mod hist;
+mod hooks;
 mod params;
 pub mod percpu;
 mod priority;
@@ -104,18 +107,20 @@ const ENGINE_HOOKS: engine::Hooks = engine::Hooks {
 #[doc(hidden)]
 pub use engine::set_cm_exempt;
 pub use engine::{
-    BlockingGuard, CpuBudget, DFL_SPREAD_THRESH, DFL_WORKER_STACK, DelayedWork, JoinError,
-    JoinHandle, MAYDAY_INITIAL_TIMEOUT, TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder,
-    blocking, cpu_budget, cpu_changes, cpu_intensive_thresh, current_is_rescuer,
-    panic_reports_failed, set_cpu_intensive_thresh, set_cpu_quota_mode, set_idle_timeout,
-    set_panic_hook, set_spread_thresh, set_watchdog_thresh, show_all_workqueues, snapshot,
-    spread_thresh, system, system_highpri, system_long, system_unbound, watchdog_looks,
-    watchdog_thresh, watchdog_ticks, workqueue_names,
+    BlockingGuard, CpuBudget, DFL_SPREAD_THRESH, DFL_WORKER_STACK, DelayedWork, JobScope,
+    JoinError, JoinHandle, MAYDAY_INITIAL_TIMEOUT, QueueFull, ScopedJoinHandle,
+    TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder, blocking, cpu_budget, cpu_changes,
+    cpu_intensive_thresh, current_is_rescuer, panic_reports_failed, set_cpu_intensive_thresh,
+    set_cpu_quota_mode, set_idle_timeout, set_panic_hook, set_spread_thresh, set_watchdog_thresh,
+    set_worker_stack_size, show_all_workqueues, snapshot, spread_thresh, system, system_highpri,
+    system_long, system_unbound, watchdog_looks, watchdog_thresh, watchdog_ticks,
+    worker_stack_size, workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
 #[cfg_attr(docsrs, doc(cfg(feature = "failure-injection")))]
 pub use engine::{debug_fail_worker_creation, debug_kill_next_worker, debug_use_topology};
 pub use error::Error;
+pub use hooks::{WorkerHooks, WorkerInfo, set_worker_hooks, worker_hook_panics};
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};
 pub use snapshot::Snapshot;
 pub use switches::{BlockDetection, block_detection};

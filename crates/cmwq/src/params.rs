@@ -206,7 +206,7 @@ fn check_unbound_cpus(cpus: &[usize], online: &[usize]) -> Result<(), Error> {
 }
 
 /// The smallest and largest `CMWQ_WORKER_STACK`.
-const WORKER_STACK_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
+pub(crate) const WORKER_STACK_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
 
 /// Parses a stack size: bytes, or a number with a `K`, `M` or `G` suffix
 /// (binary: `16M` is 16 MiB), within [`WORKER_STACK_RANGE`].

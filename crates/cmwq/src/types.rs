@@ -99,6 +99,17 @@ pub struct WorkqueueStats {
     pub mayday: u64,
     /// Items its rescuer ran (`rescued`).
     pub rescued: u64,
+    /// A bounded queue's limit on waiting items
+    /// ([`max_queued`](crate::WorkqueueBuilder::max_queued)); `None`: unbounded.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub max_queued: Option<u64>,
+    /// Bounded queues: calls that found it full (a `try_` call refused, or a
+    /// call that waited for room or was refused).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub queue_full: u64,
+    /// Bounded queues: the most items that waited to start at once.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub waiting_peak: u64,
     /// The priority its workers run at (`nice -20`, `fifo 1`, ...).
     pub priority: String,
     /// Set when the priority asked for was not allowed and a lower one is used.

@@ -43,10 +43,11 @@ fn counted() -> Counted {
     }
 }
 
-/// The name of the pool (`cmwq/<pool>:<worker>`) of the calling worker.
+/// The pool of the calling worker of an unbound pool, from its name
+/// (`cmwq/u<pool>:<worker>`).
 fn my_pool() -> Option<u32> {
     let name = thread::current().name()?.to_string();
-    let rest = name.strip_prefix("cmwq/")?;
+    let rest = name.strip_prefix("cmwq/u")?;
     rest.split(':').next()?.parse().ok()
 }
 

@@ -857,3 +857,79 @@ fn a_bad_cmwq_worker_stack_is_refused_by_check_env_and_build_alike() {
         assert_eq!(checked, built);
     }
 }
+
+/// Stack a job needs in the stack tests: 8 MiB in one frame.
+const NEEDS: usize = 8 << 20;
+
+/// A job that needs [`NEEDS`] bytes of stack: one frame that large, its
+/// first and last bytes written (so every page between is probed).
+#[inline(never)]
+fn needs_8_mib() -> u8 {
+    let mut a = [0u8; NEEDS];
+    std::hint::black_box(&mut a);
+    a[0] = 1;
+    a[NEEDS - 1] = 2;
+    std::hint::black_box(&a);
+    a[0] + a[NEEDS - 1]
+}
+
+/// The child of the 8 MiB tests: runs [`needs_8_mib`] on a worker, with
+/// the stack size from `CMWQ_WORKER_STACK`, or from the API when
+/// `CMWQ_TEST_STACK8=api`.
+#[test]
+fn stack8_child() {
+    let Some(how) = std::env::var_os("CMWQ_TEST_STACK8") else {
+        return;
+    };
+    if how == "api" {
+        assert!(cmwq::set_worker_stack_size(1024).is_err());
+        cmwq::set_worker_stack_size(16 << 20).unwrap();
+    }
+    println!("STACK {}", cmwq::worker_stack_size());
+    let wq = Workqueue::builder("stack8").unbound().build().unwrap();
+    assert_eq!(wq.spawn(needs_8_mib).join().unwrap(), 3);
+    println!("STACK8-OK");
+}
+
+#[test]
+fn a_job_that_needs_8_mib_of_stack_runs_with_cmwq_worker_stack_16m_and_overflows_without() {
+    // The default must be too small for the job, or the test proves nothing.
+    const { assert!(cmwq::DFL_WORKER_STACK <= NEEDS) };
+    let run = child_ok(
+        "stack8_child",
+        &[("CMWQ_TEST_STACK8", "env"), ("CMWQ_WORKER_STACK", "16M")],
+        "STACK8-OK",
+    );
+    assert!(
+        run.out.contains(&format!("STACK {}", 16 << 20)),
+        "{}",
+        run.show()
+    );
+    // The same job on the default stack overflows it (an empty value is unset).
+    let run = rerun(
+        "stack8_child",
+        &[("CMWQ_TEST_STACK8", "env"), ("CMWQ_WORKER_STACK", "")],
+        false,
+        Duration::from_secs(120),
+    )
+    .expect("the child starts");
+    assert!(
+        !run.ok() && !run.out.contains("STACK8-OK"),
+        "{}",
+        run.show()
+    );
+    assert!(
+        run.err.contains("has overflowed its stack"),
+        "{}",
+        run.show()
+    );
+}
+
+#[test]
+fn set_worker_stack_size_sizes_workers_started_afterwards() {
+    child_ok(
+        "stack8_child",
+        &[("CMWQ_TEST_STACK8", "api"), ("CMWQ_WORKER_STACK", "")],
+        "STACK8-OK",
+    );
+}

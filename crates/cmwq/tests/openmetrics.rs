@@ -125,6 +125,25 @@ fn the_exposition_parses_and_equals_the_snapshot() {
     }
     odd.queue(&bad);
     odd.flush();
+    // A bounded queue found full once: held by a job, one item waiting.
+    let bounded = Workqueue::builder("om-bounded")
+        .ordered()
+        .max_queued(1)
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let gate = bounded.spawn(move || {
+        let _ = rx.recv();
+    });
+    while bounded.stats().started == 0 {
+        std::thread::yield_now();
+    }
+    assert!(bounded.try_execute(|| ()).is_ok());
+    assert!(bounded.try_execute(|| ()).is_err());
+    tx.send(()).unwrap();
+    gate.join().unwrap();
+    bounded.flush();
+    assert_eq!(bounded.stats().queue_full, 1);
 
     let snap = cmwq::snapshot();
     let text = snap.to_openmetrics();
@@ -199,6 +218,27 @@ fn the_exposition_parses_and_equals_the_snapshot() {
                 want as f64,
                 "{metric} of {}",
                 w.name
+            );
+        }
+        // Bounded queues only: `om-bounded` here.
+        let bounded: Vec<_> = samples
+            .iter()
+            .filter(|s| s.0 == "cmwq_workqueue_queue_full_total" && s.1["id"] == id)
+            .collect();
+        assert_eq!(
+            bounded.len(),
+            usize::from(st.max_queued.is_some()),
+            "{}",
+            w.name
+        );
+        if st.max_queued.is_some() {
+            assert_eq!(
+                get("cmwq_workqueue_queue_full_total", "id", &id),
+                st.queue_full as f64
+            );
+            assert_eq!(
+                get("cmwq_workqueue_waiting_peak", "id", &id),
+                st.waiting_peak as f64
             );
         }
         let secs = get("cmwq_workqueue_cpu_time_seconds_total", "id", &id);

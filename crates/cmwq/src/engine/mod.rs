@@ -20,6 +20,8 @@
 //!   part, and its topology part.
 //! - [`spawn`]: one-off jobs (`spawn`, `execute`): a work cell that runs a
 //!   closure once, its result slot and the handle's view of it.
+//! - [`bounded`]: `max_queued`, the `try_` calls and the wait for room.
+//! - [`scope`]: scoped jobs that borrow the caller's data.
 //! - [`timer`]: delayed work.
 //! - [`watchdog`]: the tick that stands in for the scheduler's hooks.
 //! - [`threads`]: how every engine thread starts (stack size, errors instead
@@ -107,10 +109,12 @@
 //! `Relaxed` because a lock orders them (the tag says which). The lock-free
 //! pwq routing words are `Release`/`Acquire`.
 
+mod bounded;
 #[cfg(loom)]
 pub mod loom_api;
 mod node;
 mod pool;
+mod scope;
 mod snap;
 mod spawn;
 mod threads;
@@ -122,6 +126,7 @@ mod workqueue;
 // What the rest of the crate may use: the public API (re-exported again by
 // `lib.rs`) and the parts of the snapshot and of the control endpoint's
 // knobs that are built here. Everything else stays inside this folder.
+pub use bounded::QueueFull;
 pub use pool::{
     BlockingGuard, CpuBudget, DFL_SPREAD_THRESH, blocking, cpu_budget, cpu_changes,
     current_is_rescuer, set_cm_exempt, set_cpu_quota_mode, set_idle_timeout, set_spread_thresh,
@@ -129,10 +134,11 @@ pub use pool::{
 };
 #[cfg(feature = "failure-injection")]
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
+pub use scope::{JobScope, ScopedJoinHandle};
 pub use snap::snapshot;
 pub use spawn::{JoinError, JoinHandle};
-pub use threads::DFL_WORKER_STACK;
 pub(crate) use threads::FORKED_MSG;
+pub use threads::{DFL_WORKER_STACK, set_worker_stack_size, worker_stack_size};
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_looks,
     watchdog_ticks,

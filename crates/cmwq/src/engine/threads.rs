@@ -2,7 +2,8 @@
 //!
 //! Every thread the engine starts (workers, the watchdog, the timer, a
 //! rescuer, a deferred destroy) starts through [`start`], which gives it the
-//! worker stack size ([`DFL_WORKER_STACK`], `CMWQ_WORKER_STACK`) and returns
+//! worker stack size ([`worker_stack_size`]: [`set_worker_stack_size`],
+//! else `CMWQ_WORKER_STACK`, else [`DFL_WORKER_STACK`]) and returns
 //! the OS error instead of panicking: a process at its thread limit
 //! (`ulimit -u`, `kernel.threads-max`) gets an error from `build()`, a
 //! refused delayed item or a worker-creation retry with backoff, never a
@@ -26,7 +27,7 @@
 
 use std::io;
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::error::Error;
 
@@ -80,13 +81,45 @@ pub(crate) const FORKED_MSG: &str = "this process was fork()ed from one that run
     threads, and none of them run here: its workqueues are inert (queueing is refused, \
     nothing waits for work); exec a program in the child, or queue from the parent";
 
-/// The worker stack size: `CMWQ_WORKER_STACK`, else [`DFL_WORKER_STACK`] (a
-/// bad value never gets here: `build()` refuses it first).
-fn stack_size() -> usize {
-    crate::params::worker_stack()
-        .ok()
-        .flatten()
-        .unwrap_or(DFL_WORKER_STACK)
+/// A: the stack size [`set_worker_stack_size`] chose, 0 if it was not
+/// called. `Relaxed`: a setting read on its own.
+static STACK_SET: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the stack size of the engine's threads started from now on (workers,
+/// rescuers, the timer and the watchdog), in bytes: it wins over
+/// `CMWQ_WORKER_STACK`, which is the default when this is not called, and
+/// [`DFL_WORKER_STACK`] when neither is. Threads already running keep their
+/// stack; call it before the first workqueue is built to size every
+/// worker. A job that needs more stack than its worker has overflows it,
+/// which aborts the process as on any thread.
+///
+/// An error ([`Error::InvalidWorkerStack`]) for a size outside 64 KiB to
+/// 1 GiB, the range `CMWQ_WORKER_STACK` accepts.
+///
+/// ```
+/// cmwq::set_worker_stack_size(16 << 20).unwrap();
+/// assert_eq!(cmwq::worker_stack_size(), 16 << 20);
+/// assert!(cmwq::set_worker_stack_size(1024).is_err());
+/// ```
+pub fn set_worker_stack_size(bytes: usize) -> Result<(), Error> {
+    if !crate::params::WORKER_STACK_RANGE.contains(&bytes) {
+        return Err(Error::InvalidWorkerStack(bytes));
+    }
+    STACK_SET.store(bytes, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The stack size a worker started now gets: [`set_worker_stack_size`]'s,
+/// else `CMWQ_WORKER_STACK`, else [`DFL_WORKER_STACK`] (a bad
+/// `CMWQ_WORKER_STACK` never gets here: `build()` refuses it first).
+pub fn worker_stack_size() -> usize {
+    match STACK_SET.load(Ordering::Relaxed) {
+        0 => crate::params::worker_stack()
+            .ok()
+            .flatten()
+            .unwrap_or(DFL_WORKER_STACK),
+        set => set,
+    }
 }
 
 /// Starts an engine thread named `name` running `f`, with the worker stack
@@ -109,7 +142,7 @@ where
     });
     std::thread::Builder::new()
         .name(name)
-        .stack_size(stack_size())
+        .stack_size(worker_stack_size())
         .spawn(f)
 }
 

@@ -37,6 +37,9 @@ enum Source {
     Lane(fn(&LaneSnap) -> u64),
     /// A histogram per workqueue that keeps one.
     WqHist(fn(&WorkqueueSnap) -> Option<&Histogram>),
+    /// One sample per bounded workqueue (`max_queued`); the family is
+    /// left out when no workqueue is bounded.
+    WqBounded(fn(&WorkqueueSnap) -> u64),
 }
 
 /// One metric family of the exposition.
@@ -60,7 +63,7 @@ const fn fam(name: &'static str, kind: MetricType, help: &'static str, source: S
 }
 
 use MetricType::{Counter, Gauge, Info};
-use Source::{Lane, Pool, Wq, WqHist, WqInfo};
+use Source::{Lane, Pool, Wq, WqBounded, WqHist, WqInfo};
 
 /// Every family, in the order they are written: the workqueues (what each
 /// is, then `wq_monitor.py`'s counters), the pools, the lanes.
@@ -163,6 +166,18 @@ const FAMILIES: &[Family] = &[
         Gauge,
         "The workqueue's max_active.",
         Wq(|w| w.attrs.max_active.to_string()),
+    ),
+    fam(
+        "cmwq_workqueue_queue_full",
+        Counter,
+        "Calls that found a bounded workqueue full (a try_ call refused, or a call that waited for room).",
+        WqBounded(|w| w.stats.queue_full),
+    ),
+    fam(
+        "cmwq_workqueue_waiting_peak",
+        Gauge,
+        "A bounded workqueue's most items waiting to start at once (max_queued caps it).",
+        WqBounded(|w| w.stats.waiting_peak),
     ),
     Family {
         name: "cmwq_workqueue_queue_delay_seconds",
@@ -342,6 +357,9 @@ impl Snapshot {
                 continue;
             }
             let samples = self.samples(f.source, &wq_labels);
+            if matches!(f.source, WqBounded(_)) && samples.is_empty() {
+                continue;
+            }
             family(&mut out, f.name, f.kind, f.unit, f.help, samples);
         }
         out.push_str("# EOF\n");
@@ -355,6 +373,10 @@ impl Snapshot {
             Wq(get) => wqs.map(|(w, l)| (l.clone(), get(w))).collect(),
             // Written by `histogram`, not as single samples.
             WqHist(_) => Vec::new(),
+            WqBounded(get) => wqs
+                .filter(|(w, _)| w.stats.max_queued.is_some())
+                .map(|(w, l)| (l.clone(), get(w).to_string()))
+                .collect(),
             WqInfo(get) => wqs
                 .map(|(w, l)| (format!("{l},{}", get(w)), "1".to_string()))
                 .collect(),

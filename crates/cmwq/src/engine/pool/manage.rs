@@ -101,6 +101,18 @@ impl Pool {
         g.workers[idx].tid = 0;
     }
 
+    /// What worker `idx` serves: its name and what its hooks are told
+    /// (`crate::hooks`).
+    fn worker_info(&self, idx: usize) -> crate::hooks::WorkerInfo {
+        let a = &self.attrs;
+        let cpus = if a.pod_cpus.is_empty() {
+            &a.cpus
+        } else {
+            &a.pod_cpus
+        };
+        crate::hooks::WorkerInfo::pool_worker(self.id, idx, a.cpu, cpus, a.prio.nice())
+    }
+
     /// Starts a worker thread homed on `lane` (the manager's `create_worker`);
     /// called with the lock held, which it drops while the thread starts.
     pub(super) fn create_worker<'a>(
@@ -132,7 +144,11 @@ impl Pool {
                 "worker creation disabled by test hook",
             ))
         } else {
-            threads::start(worker_name(self, idx), move || run_worker(self, idx, lane)).map(drop)
+            let info = self.worker_info(idx);
+            threads::start(info.name.clone(), move || {
+                crate::hooks::with_hooks(info, || run_worker(self, idx, lane))
+            })
+            .map(drop)
         };
         // Said with no lock held: stderr may block.
         match &res {
@@ -169,9 +185,10 @@ impl Pool {
     }
 }
 
-/// The thread name of worker `idx` of `pool`.
+/// The thread name of worker `idx` of `pool` (see `crate::hooks`:
+/// `cmwq/3:1H`, `cmwq/u8:2`).
 pub(super) fn worker_name(pool: &Pool, idx: usize) -> String {
-    format!("cmwq/{}:{}", pool.id, idx)
+    pool.worker_info(idx).name
 }
 
 /// Idle workers a per-CPU pool keeps from adoption: its own reserve, which

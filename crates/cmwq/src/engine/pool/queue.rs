@@ -152,6 +152,10 @@ impl Pool {
         let Some((item, active)) = found else {
             return false;
         };
+        // It stops waiting: a bounded queue's slot goes back.
+        if let Some(wq) = &g.pwqs[item.pwq as usize].wq {
+            wq.bound_leave();
+        }
         item.work.clear_pending();
         let mut post = Post::default();
         self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);

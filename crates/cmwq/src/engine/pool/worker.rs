@@ -630,6 +630,7 @@ fn process_one_work<'a>(
         }
     };
     p.stats.started += 1;
+    wq.bound_leave();
     if std::mem::take(&mut w.repatriated) {
         p.stats.repatriated += 1;
     }

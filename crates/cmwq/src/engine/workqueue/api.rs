@@ -122,11 +122,24 @@ impl Workqueue {
     /// Queues `work` on the calling CPU's pool (`queue_work`). Returns false if it
     /// was already pending, is disabled, or the workqueue is draining and the
     /// caller is not one of its own items.
+    ///
+    /// # Panics
+    ///
+    /// On a [bounded](crate::WorkqueueBuilder::max_queued) queue that is full, when
+    /// called from one of its own items (elsewhere it waits for room).
     pub fn queue(&self, work: &Work) -> bool {
+        if self.inner.bound.is_some() {
+            return self.queue_bounded_or_panic(work);
+        }
         if !work.0.try_claim() {
             return false;
         }
-        self.inner.queue_claimed(work.0.clone(), None, false)
+        self.inner.queue_counted(work.0.clone(), None, false)
+    }
+
+    /// The shared state (for the engine's other modules).
+    pub(crate) fn inner(&self) -> &Arc<WqInner> {
+        &self.inner
     }
 
     /// Queues `work` for `cpu` (`queue_work_on`): that CPU's pool for a bound
@@ -153,10 +166,13 @@ impl Workqueue {
     /// ```
     pub fn queue_on(&self, cpu: usize, work: &Work) -> Result<bool, Error> {
         self.check_cpu(cpu)?;
+        if self.inner.bound.is_some() {
+            return self.queue_bounded(work, Some(cpu), "Workqueue::queue_on");
+        }
         if !work.0.try_claim() {
             return Ok(false);
         }
-        Ok(self.inner.queue_claimed(work.0.clone(), Some(cpu), false))
+        Ok(self.inner.queue_counted(work.0.clone(), Some(cpu), false))
     }
 
     /// `cpu` is a CPU id of the queue's topology (a possible CPU). Whether
@@ -199,6 +215,9 @@ impl Workqueue {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        if self.inner.bound.is_some() {
+            return self.spawn_bounded_or_panic(f);
+        }
         self.spawn_at(None, f)
     }
 
@@ -211,6 +230,9 @@ impl Workqueue {
         T: Send + 'static,
     {
         self.check_cpu(cpu)?;
+        if self.inner.bound.is_some() {
+            return self.spawn_bounded(Some(cpu), f, "Workqueue::spawn_on");
+        }
         Ok(self.spawn_at(Some(cpu), f))
     }
 
@@ -235,6 +257,9 @@ impl Workqueue {
     /// assert_eq!(n.load(Ordering::Relaxed), 10);
     /// ```
     pub fn execute<F: FnOnce() + Send + 'static>(&self, f: F) -> bool {
+        if self.inner.bound.is_some() {
+            return self.execute_bounded_or_panic(f);
+        }
         self.execute_at(None, f)
     }
 
@@ -245,11 +270,14 @@ impl Workqueue {
         f: F,
     ) -> Result<bool, Error> {
         self.check_cpu(cpu)?;
+        if self.inner.bound.is_some() {
+            return self.execute_bounded(Some(cpu), f, "Workqueue::execute_on");
+        }
         Ok(self.execute_at(Some(cpu), f))
     }
 
     fn execute_at<F: FnOnce() + Send + 'static>(&self, cpu: Option<usize>, f: F) -> bool {
-        self.inner.queue_claimed(spawn::detached(f), cpu, false)
+        self.inner.queue_counted(spawn::detached(f), cpu, false)
     }
 
     fn spawn_at<F, T>(&self, cpu: Option<usize>, f: F) -> JoinHandle<T>
@@ -261,7 +289,7 @@ impl Workqueue {
         // queue takes its reference; a refusal reaches the handle through
         // the job (`Job::refused`) before this returns.
         let (item, handle) = spawn::job(f);
-        self.inner.queue_claimed(item, cpu, false);
+        self.inner.queue_counted(item, cpu, false);
         handle
     }
 
@@ -541,6 +569,7 @@ impl Workqueue {
             sum
         };
         sum.write_to(&mut out);
+        self.inner.bound_stats(&mut out);
         out.in_flight = out.started.saturating_sub(out.completed);
         let (prio, note) = self.inner.prio.lock().clone();
         out.priority = prio.to_string();

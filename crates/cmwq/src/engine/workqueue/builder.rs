@@ -40,6 +40,8 @@ pub struct WorkqueueBuilder {
     fallback: bool,
     nice: Option<i32>,
     panic_handler: Option<PanicHandler>,
+    /// `max_queued` (`bounded.rs`).
+    pub(crate) max_queued: Option<usize>,
     latency: Option<bool>,
 }
 
@@ -65,6 +67,7 @@ impl Workqueue {
             fallback: false,
             nice: None,
             panic_handler: None,
+            max_queued: None,
             latency: None,
         }
     }
@@ -309,6 +312,9 @@ impl WorkqueueBuilder {
         if self.cache_shard_size == Some(0) {
             return Err(Error::InvalidCacheShardSize(0));
         }
+        if self.max_queued == Some(0) {
+            return Err(Error::InvalidMaxQueued(0));
+        }
         let params = crate::engine::params_for_build()?;
         if params.control {
             (crate::engine::hooks().control_autostart)();
@@ -464,6 +470,9 @@ impl WorkqueueBuilder {
             handles: AtomicUsize::new(1),
             borrows: AtomicUsize::new(0),
             id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
+            bound: self
+                .max_queued
+                .map(|n| Box::new(super::super::bounded::Bound::new(n))),
             min_active: AtomicUsize::new(0),
         })
     }

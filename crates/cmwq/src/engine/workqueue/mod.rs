@@ -186,6 +186,8 @@ pub(crate) struct WqInner {
     borrows: AtomicUsize,
     /// I: unique for the process's lifetime (names may repeat).
     pub id: u64,
+    /// I: a bounded queue's limit and count (`bounded.rs`); `None`: unbounded.
+    pub(crate) bound: Option<Box<super::bounded::Bound>>,
 }
 
 /// A topology a test put in place of the machine's (see [`debug_use_topology`]).

@@ -38,14 +38,30 @@ impl WqInner {
     /// with a reference to it that the pool keeps (a one-off job hands over
     /// its own; a `Work` clones one). Returns false if the workqueue is
     /// draining and refused it: the item's job is told
-    /// ([`Job::refused`](super::work::Job::refused)).
+    /// ([`Job::refused`](super::work::Job::refused)). A bounded queue counts
+    /// it without waiting for room (delayed work: see `bounded.rs`).
     pub(crate) fn queue_claimed(
+        self: &Arc<Self>,
+        work: Arc<WorkInner>,
+        cpu: Option<usize>,
+        from_timer: bool,
+    ) -> bool {
+        self.bound_force();
+        self.queue_counted(work, cpu, from_timer)
+    }
+
+    /// [`queue_claimed`](Self::queue_claimed) for an item a bounded queue
+    /// counted already (the caller took its slot), or any item of an
+    /// unbounded one. A refused item gives its slot back.
+    #[inline]
+    pub(crate) fn queue_counted(
         self: &Arc<Self>,
         mut work: Arc<WorkInner>,
         cpu: Option<usize>,
         from_timer: bool,
     ) -> bool {
         if (!from_timer && self.refuses_outsiders()) || threads::refuse_forked() {
+            self.bound_leave();
             self.refuse(&work);
             return false;
         }

@@ -34,10 +34,6 @@ pub(super) struct Rescuer {
     pub(super) tid: std::sync::atomic::AtomicI32,
 }
 
-/// The kernel's `TASK_COMM_LEN`: a thread name holds this many bytes with
-/// its NUL, so names are cut to one less.
-const TASK_COMM_LEN: usize = 16;
-
 impl WqInner {
     /// Starts the rescuer thread of a `MEM_RECLAIM` queue.
     pub(super) fn start_rescuer(self: &Arc<Self>) -> Result<(), Error> {
@@ -45,13 +41,12 @@ impl WqInner {
             return Ok(());
         };
         let weak = Arc::downgrade(self);
-        // A thread name cannot hold a NUL byte (a workqueue name may).
-        let name: String = format!("cmwq-r/{}", self.name)
-            .chars()
-            .filter(|&c| c != '\0')
-            .take(TASK_COMM_LEN - 1)
-            .collect();
-        let h = threads::start(name, move || rescuer_thread(weak)).map_err(|e| {
+        let info = crate::hooks::WorkerInfo::rescuer(&self.name);
+        let name = info.name.clone();
+        let h = threads::start(name, move || {
+            crate::hooks::with_hooks(info, || rescuer_thread(weak))
+        })
+        .map_err(|e| {
             threads::spawn_error(format!("the rescuer of workqueue {:?}", self.name), &e)
         })?;
         let _ = r.thread.set(h.thread().clone());
