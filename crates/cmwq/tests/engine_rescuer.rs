@@ -162,3 +162,46 @@ fn mem_reclaim_work_completes_while_workers_cannot_start() {
     reclaim.flush();
     assert!(after.load(Ordering::SeqCst) >= 1);
 }
+
+/// The rescuer takes the CPUs of the pool it rescues, as the kernel's
+/// attaches to it: a bound queue's item queued for CPU `b` runs on `b` even
+/// when the rescuer was started pinned to CPU `a` (its queue was built from a
+/// thread pinned there). Worker creation fails, so only the rescuer can run
+/// it. In a child process: creation failure is process-wide.
+#[test]
+fn a_rescued_bound_item_runs_on_its_cpu() {
+    if !common::in_own_process(
+        "a_rescued_bound_item_runs_on_its_cpu",
+        "CMWQ_RESCUE_CPU_CHILD",
+    ) {
+        return;
+    }
+    let cpus = common::affinity_of(0).expect("affinity");
+    if cpus.len() < 2 {
+        eprintln!("skipped: one CPU");
+        return;
+    }
+    let (a, b) = (cpus[0], cpus[1]);
+    cmwq::debug_fail_worker_creation(true);
+    let wq = thread::spawn(move || {
+        common::set_affinity(&[a]).unwrap();
+        Workqueue::builder("fp-bound-rescue")
+            .mem_reclaim()
+            .build()
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
+    let r = ran_on.clone();
+    let w = Work::new(move || r.store(common::current_cpu(), Ordering::SeqCst));
+    assert_eq!(wq.queue_on(b, &w), Ok(true));
+    assert!(
+        wait_for(|| ran_on.load(Ordering::SeqCst) != usize::MAX),
+        "the rescuer never ran the item"
+    );
+    let on = ran_on.load(Ordering::SeqCst);
+    cmwq::debug_fail_worker_creation(false);
+    assert_eq!(wq.stats().rescued, 1);
+    assert_eq!(on, b, "queued for CPU {b}, rescued on CPU {on}");
+}

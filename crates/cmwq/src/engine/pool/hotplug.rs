@@ -334,6 +334,25 @@ impl Pool {
         }
     }
 
+    /// Where a rescuer runs this pool's items: its CPU (any usable one while
+    /// disassociated) for a bound pool, the usable CPUs of its pod otherwise.
+    pub(super) fn rescuer_target(&self, g: &PoolInner) -> Vec<usize> {
+        match self.attrs.cpu {
+            Some(cpu) => self.pin_target(g, cpu),
+            None => {
+                let u = usable();
+                let pod: Vec<usize> = self
+                    .attrs
+                    .cpus
+                    .iter()
+                    .copied()
+                    .filter(|c| u.contains(c))
+                    .collect();
+                if pod.is_empty() { u } else { pod }
+            }
+        }
+    }
+
     /// Pins worker thread `tid` (under the pool lock); a refusal asks for a
     /// fresh look at the usable CPUs.
     pub(super) fn pin(tid: i32, cpus: &[usize]) {

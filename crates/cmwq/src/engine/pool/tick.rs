@@ -170,6 +170,10 @@ impl Pool {
         if !g.pwq_of(slot, wq) {
             return false;
         }
+        // The kernel's rescuer attaches to the pool it rescues and takes its
+        // CPUs (`worker_attach_to_pool`): a bound pool's items run on their
+        // CPU, a pod's on the pod.
+        Self::pin(0, &self.rescuer_target(&g));
         // `take_for_rescue` skips items that run elsewhere, so none of its
         // items goes to another worker's `scheduled`.
         let (g, _) = self.run_borrowed(
