@@ -247,13 +247,17 @@ mod tests {
     use super::{Condvar, Level, Mutex};
     use std::time::Duration;
 
+    /// Takes a lock at `first`, then one at `second` while holding it.
+    fn nest(first: Level, second: Level) {
+        let (a, b) = (Mutex::new_at(first, ()), Mutex::new_at(second, ()));
+        let _a = a.lock();
+        let _b = b.lock();
+    }
+
     #[test]
     #[should_panic(expected = "taking `test outer` while holding `test inner`")]
     fn a_reversed_pair_panics_naming_both_locks() {
-        let outer = Mutex::new_at(Level::TestOuter, ());
-        let inner = Mutex::new_at(Level::TestInner, ());
-        let _i = inner.lock();
-        let _o = outer.lock();
+        nest(Level::TestInner, Level::TestOuter);
     }
 
     #[test]
@@ -279,9 +283,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "while holding `test outer`")]
     fn two_locks_of_one_kind_never_nest() {
-        let a = Mutex::new_at(Level::TestOuter, ());
-        let b = Mutex::new_at(Level::TestOuter, ());
-        let _a = a.lock();
-        let _b = b.lock();
+        nest(Level::TestOuter, Level::TestOuter);
     }
 }
