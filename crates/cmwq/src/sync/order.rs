@@ -79,6 +79,16 @@ pub(crate) enum Level {
     PolicyEnv,
     /// Leaf `control server`: the running control endpoint.
     ControlServer,
+    /// Leaf `bounded room`: a bounded queue's waiters' lock (`max_queued`).
+    BoundedRoom,
+    /// Leaf `scope pending`: a scope's count of unfinished jobs.
+    ScopePending,
+    /// Leaf `scope panic`: a scope's first unjoined panic.
+    ScopePanic,
+    /// Leaf `scope slot`: a scoped job's result.
+    ScopeSlot,
+    /// Leaf `worker hooks`: the process-wide worker start and exit hooks.
+    WorkerHooks,
     /// User lock `percpu slot`: one CPU's value of a `PerCpu`, held while
     /// the caller's closure runs on it.
     PerCpuSlot,
@@ -138,6 +148,11 @@ impl Level {
             WatchdogStart => "watchdog starting",
             PolicyEnv => "R policy",
             ControlServer => "control server",
+            BoundedRoom => "bounded room",
+            ScopePending => "scope pending",
+            ScopePanic => "scope panic",
+            ScopeSlot => "scope slot",
+            WorkerHooks => "worker hooks",
             PerCpuSlot => "percpu slot",
             PerCpuMailbox => "percpu mailbox",
             #[cfg(test)]
