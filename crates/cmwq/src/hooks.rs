@@ -52,7 +52,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sync::Mutex;
+use crate::sync::{Level, Mutex};
 
 /// The kernel's `TASK_COMM_LEN` less its NUL: the bytes of a thread name
 /// Linux keeps.
@@ -198,7 +198,7 @@ impl WorkerHooks {
 }
 
 /// R hooks: the hooks a worker starting now takes.
-static HOOKS: Mutex<Option<Arc<WorkerHooks>>> = Mutex::new(None);
+static HOOKS: Mutex<Option<Arc<WorkerHooks>>> = Mutex::new_at(Level::WorkerHooks, None);
 
 /// A: hook panics caught. `Relaxed`: a counter.
 static HOOK_PANICS: AtomicU64 = AtomicU64::new(0);

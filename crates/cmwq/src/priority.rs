@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::error::Error;
 use crate::sched;
-use crate::sync::Mutex;
+use crate::sync::{Level, Mutex};
 
 /// The priority of a workqueue's workers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -104,7 +104,8 @@ const POLICY_NICE: u8 = 1;
 const POLICY_FIFO: u8 = 2;
 /// A: the policy set by `set_highpri_policy`. `Relaxed`: a setting read on its own.
 static POLICY: AtomicU8 = AtomicU8::new(POLICY_UNSET);
-static POLICY_ENV: Mutex<Option<Result<HighpriPolicy, Error>>> = Mutex::new(None);
+static POLICY_ENV: Mutex<Option<Result<HighpriPolicy, Error>>> =
+    Mutex::new_at(Level::PolicyEnv, None);
 
 /// Sets what [`Priority::High`] means for workqueues built from now on
 /// (overrides `CMWQ_HIGHPRI_POLICY`). Pools already running keep their priority.

@@ -7,6 +7,13 @@
 //! again. So every lock call takes the guard whether or not the lock was
 //! poisoned, and says so once, here, instead of at each of its call sites.
 //!
+//! Every [`Mutex`] is made with its [`Level`] in the lock order
+//! (`Mutex::new_at(Level::Pool, ..)`), and debug builds check that order on
+//! every `lock` ([`order`]: taking a lock out of order panics with both
+//! locks' names), so the debug-build tests check it wherever they run. In
+//! release builds the level is dropped at construction: no field, no code,
+//! and [`MutexGuard`] is `std`'s.
+//!
 //! [`model`] is the switch for the loom models (`tests/loom_models.rs`): under
 //! `--cfg loom` the leaves built on it (a work item's state word in
 //! `engine/work.rs`, a node's `nr_active` budget in `engine/node.rs`, a
@@ -19,34 +26,69 @@
 use std::sync::PoisonError;
 use std::time::Duration;
 
+mod order;
+
+pub(crate) use order::Level;
+#[cfg(debug_assertions)]
+pub(crate) use order::MutexGuard;
+#[cfg(not(debug_assertions))]
 pub(crate) use std::sync::MutexGuard;
 
-/// A mutex whose `lock` ignores poisoning (see the module docs).
-#[derive(Default)]
-pub(crate) struct Mutex<T: ?Sized>(std::sync::Mutex<T>);
+/// A mutex whose `lock` ignores poisoning (see the module docs) and, in
+/// debug builds, checks the lock order.
+pub(crate) struct Mutex<T: ?Sized> {
+    /// I: where the lock sits in the order (debug builds only).
+    #[cfg(debug_assertions)]
+    level: Level,
+    m: std::sync::Mutex<T>,
+}
 
 impl<T> Mutex<T> {
-    /// A new unlocked mutex holding `v`.
-    pub(crate) const fn new(v: T) -> Mutex<T> {
-        Mutex(std::sync::Mutex::new(v))
+    /// A new unlocked mutex holding `v`, at `level` of the lock order.
+    pub(crate) const fn new_at(level: Level, v: T) -> Mutex<T> {
+        #[cfg(not(debug_assertions))]
+        let _ = level;
+        Mutex {
+            #[cfg(debug_assertions)]
+            level,
+            m: std::sync::Mutex::new(v),
+        }
     }
 }
 
 impl<T: ?Sized> Mutex<T> {
     /// Takes the lock, poisoned or not.
+    #[cfg(not(debug_assertions))]
     #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.m.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the lock, poisoned or not, after checking that this thread
+    /// may take it under every lock it holds (panics naming both if not).
+    #[cfg(debug_assertions)]
+    #[track_caller]
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        let held = order::acquire(self.level);
+        MutexGuard::new(self.m.lock().unwrap_or_else(PoisonError::into_inner), held)
     }
 
     /// Takes the lock if it is free (poisoned or not); `None` if it is held.
+    /// A try cannot deadlock, so the order is not checked, but the lock
+    /// counts as held for the locks taken under it.
     #[cfg(feature = "control")]
+    #[cfg_attr(debug_assertions, track_caller)]
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
-        match self.0.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+        #[cfg(debug_assertions)]
+        let held = order::tried(self.level);
+        let g = match self.m.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        #[cfg(debug_assertions)]
+        let g = MutexGuard::new(g, held);
+        Some(g)
     }
 }
 
@@ -62,7 +104,11 @@ impl Condvar {
 
     /// Waits for a notification (or a spurious wakeup).
     pub(crate) fn wait<'a, T>(&self, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        self.0.wait(g).unwrap_or_else(PoisonError::into_inner)
+        let wait = |g| self.0.wait(g).unwrap_or_else(PoisonError::into_inner);
+        #[cfg(debug_assertions)]
+        return g.with_std(wait);
+        #[cfg(not(debug_assertions))]
+        wait(g)
     }
 
     /// Waits for a notification for at most `d`.
@@ -71,10 +117,16 @@ impl Condvar {
         g: MutexGuard<'a, T>,
         d: Duration,
     ) -> MutexGuard<'a, T> {
-        self.0
-            .wait_timeout(g, d)
-            .unwrap_or_else(PoisonError::into_inner)
-            .0
+        let wait = |g| {
+            self.0
+                .wait_timeout(g, d)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0
+        };
+        #[cfg(debug_assertions)]
+        return g.with_std(wait);
+        #[cfg(not(debug_assertions))]
+        wait(g)
     }
 
     /// Wakes one waiter.
@@ -113,6 +165,7 @@ impl<T> RwLock<T> {
 /// outside a loom model in a loom build may use it (loom's types panic
 /// outside `loom::model`), which is why it is kept to the leaves.
 pub(crate) mod model {
+    pub(crate) use super::Level;
     #[cfg(not(loom))]
     pub(crate) use super::{Condvar, Mutex};
 
@@ -120,10 +173,12 @@ pub(crate) mod model {
     pub(crate) mod atomic {
         #[cfg(loom)]
         pub(crate) use loom::sync::atomic::{
-            AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+            AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
         };
         #[cfg(not(loom))]
-        pub(crate) use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+        pub(crate) use std::sync::atomic::{
+            AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        };
     }
 
     /// The point between a Dekker pair's store and its load (see
@@ -145,8 +200,9 @@ pub(crate) mod model {
 
     #[cfg(loom)]
     impl<T> Mutex<T> {
-        /// A new unlocked mutex holding `v`.
-        pub(crate) fn new(v: T) -> Mutex<T> {
+        /// A new unlocked mutex holding `v`; loom checks every order
+        /// itself, so the level is not kept.
+        pub(crate) fn new_at(_level: super::Level, v: T) -> Mutex<T> {
             Mutex(loom::sync::Mutex::new(v))
         }
 
@@ -183,5 +239,50 @@ pub(crate) mod model {
         pub(crate) fn notify_all(&self) {
             self.0.notify_all();
         }
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use super::{Condvar, Level, Mutex};
+    use std::time::Duration;
+
+    /// Takes a lock at `first`, then one at `second` while holding it.
+    fn nest(first: Level, second: Level) {
+        let (a, b) = (Mutex::new_at(first, ()), Mutex::new_at(second, ()));
+        let _a = a.lock();
+        let _b = b.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "taking `test outer` while holding `test inner`")]
+    fn a_reversed_pair_panics_naming_both_locks() {
+        nest(Level::TestInner, Level::TestOuter);
+    }
+
+    #[test]
+    fn the_written_order_and_dropped_guards_pass() {
+        let outer = Mutex::new_at(Level::TestOuter, 1);
+        let inner = Mutex::new_at(Level::TestInner, 2);
+        {
+            let o = outer.lock();
+            let i = inner.lock();
+            // Guards may drop in any order; the record of each goes with it.
+            drop(o);
+            assert_eq!(*i, 2);
+        }
+        // Nothing is held now, so the inner lock first is fine, and a wait
+        // keeps the lock's record through the wait.
+        let i = inner.lock();
+        let i = Condvar::new().wait_timeout(i, Duration::from_millis(1));
+        drop(i);
+        let _o = outer.lock();
+        let _i = inner.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "while holding `test outer`")]
+    fn two_locks_of_one_kind_never_nest() {
+        nest(Level::TestOuter, Level::TestOuter);
     }
 }

@@ -10,40 +10,49 @@
 //!
 //! The engine's leaves run here as they are: under `--cfg loom` a work item's
 //! state word, cycle counters and their wait (`engine/work.rs`), a node's
-//! `nr_active` budget (`engine/node.rs`) and a spawned job's result hand-off
-//! (`engine/spawn.rs`) are built on loom's atomics, mutex
-//! and condvar (`crate::sync::model`), and `cmwq::__loom` hands them to the
-//! models. Models 1, 3, 6 and 7 drive that code; only the pool around it (a
-//! worklist under a lock) is written here.
+//! `nr_active` budget (`engine/node.rs`), a spawned job's result hand-off
+//! (`engine/spawn.rs`), the watchdog's park gate (`engine/watchdog/gate.rs`)
+//! and a workqueue's handles and views (`engine/workqueue/holders.rs`) are
+//! built on loom's atomics, mutex and condvar (`crate::sync::model`), and
+//! `cmwq::__loom` hands them to the models. Models 1, 3, 5, 6, 7 and 8 drive
+//! that code; only what surrounds it (a worklist under a lock, a thread
+//! handle) is written here.
 //!
-//! The rest of the engine starts threads, makes syscalls and keeps
-//! process-wide registries (pools by id, the timer thread, the watchdog's
-//! statics), which loom cannot run, so models 2, 4 and 5 are still small
-//! *replicas* of their protocols, written with loom's `Mutex`, `Condvar`,
-//! atomics, `thread::park` and `Thread::unpark`. Each replica keeps the step
-//! order and the memory orderings of the engine code it mirrors, and names
-//! that code (`engine/pool/`, `engine/workqueue/`, `engine/watchdog.rs`
-//! function names) next to each step. **A change to one of these protocols
-//! in the engine must be mirrored in its replica**, step for step, or the
-//! model stops proving anything about the engine.
+//! Models 2 and 4 are still *replicas*, written with loom's `Mutex`,
+//! `Condvar`, atomics, `thread::park` and `Thread::unpark`, for one reason
+//! each says in full below; in short, their state lives in a pool
+//! (`PoolInner`, under the pool lock), and pools cannot be made inside a loom
+//! model: they are process-wide and never freed (`pool/registry.rs` leaks
+//! each one into a static table that `get_pool` reads by id), every worker
+//! is a `std` thread that waits with `park_timeout` (loom has no time), and a
+//! workqueue that owns pwqs is made only by `WorkqueueBuilder::build`, which
+//! attaches it to those pools and starts the watchdog. Loom requires every
+//! object it tracks to be made and dropped inside one `loom::model` run.
+//! Each replica keeps the step order and the memory orderings of the engine
+//! code it mirrors, and names that code (file and function) next to each
+//! step. **A change to one of these protocols in the engine must be mirrored
+//! in its replica**, step for step, or the model stops proving anything
+//! about the engine.
 //!
 //! What is left out is said next to each model: pwq accounting where it does
 //! not matter, the manager (`create_worker`), the timer, idle timeouts (loom
 //! has no time; where the engine relies on `park_timeout` the model says so).
-//! The replicas follow the engine as of 2026-11-22 (then one `pool.rs`, now
-//! `engine/pool/`, with `Pool::cap` and `nr_woken`); the paths below are
-//! where that code is now.
+//! The paths below are where the mirrored code is now (`engine/pool/` is a
+//! folder of rooms; a pool's running cap is `PoolInner::cap`, a lane's
+//! `unserved` and `keep_working` in `pool/lane.rs` compare against it).
 //!
 //! Two loom limits shape the file:
 //!
 //! - Loom treats `SeqCst` accesses as `AcqRel` (its README, "Unsupported
 //!   features"). Where the engine's correctness rests on the total order of two
 //!   `SeqCst` accesses to different atomics (the `done` / `waiters` hand-off of
-//!   `finish_cycle` and `wait_cycles`, a node's `nr` / `pending_len`), a
-//!   `fence(SeqCst)`, which loom does model, stands between the two: in the
-//!   engine that is `sync::model::dekker_point` (a fence under loom, nothing
-//!   otherwise), in a replica `sc_order()`. Without it loom reports a false
-//!   lost wakeup in models 3, 5 and 6.
+//!   `finish_cycle` and `wait_cycles`, a node's `nr` / `pending_len`, the
+//!   watchdog gate's `busy` / `parked`, a workqueue's `handles` /
+//!   `borrows`), a `fence(SeqCst)`, which loom does model, stands between
+//!   the two: the engine's `sync::model::dekker_point` (a fence under loom,
+//!   nothing otherwise). Without it loom reports a false lost wakeup in
+//!   models 3, 5 and 6. (No replica needs one now: the Dekker pairs all run
+//!   as the engine's code.)
 //! - A loom deadlock panic aborts the test process (destructors of the other
 //!   model threads' loom objects panic during unwinding), so `#[should_panic]`
 //!   cannot catch it. Negative controls that must deadlock are `#[ignore]`d
@@ -85,13 +94,24 @@
 //!
 //! # 2. Idle/wake with the wake outside the lock (`idle_wake_*`)
 //!
+//! A replica. Why not the engine's code: the protocol is the pool's idle
+//! stacks, worker states and `nr_woken` (fields of `PoolInner`,
+//! `engine/pool/mod.rs`, under the pool lock) together with the worker
+//! loop's `park_timeout` (`pool/worker.rs`, `wait_for_work`) and the
+//! `std::thread::Thread` handles `unlock_wake` (`pool/kick.rs`) unparks.
+//! Running it would need a `Pool` made and dropped inside a model, with
+//! loom's lock, threads and park; a pool is a leaked `&'static` in the
+//! process-wide table of `pool/registry.rs`, its workers are `std` threads
+//! started by `pool/manage.rs`, and its idle timeout needs time, none of
+//! which loom can run.
+//!
 //! Mirrors `worker_thread`'s idle loop (publish `Idle` on the idle stack under
 //! the lock, unlock, park, relock, re-check the state) and `Pool::insert` +
 //! `PoolInner::kick` (push, pop the most recently idled worker and mark it
 //! `Woken` under the lock; unpark after the unlock for `WakeMode::Deferred`,
 //! before it for `WakeMode::UnderLock`), `nr_woken` (picked, not yet back
 //! from `park`), the chain wake in `process_one_work`, and `need_more_worker`
-//! / `keep_working` against `Pool::cap` for unmanaged unbound pools
+//! / `keep_working` against `PoolInner::cap` for unmanaged unbound pools
 //! (`usize::MAX`), bound pools (1) and a managed unbound pool (2).
 //! Invariant: every item runs. Main blocks until all items ran, so a lost
 //! wakeup (a worker parked with work pending and nobody left to wake it) is a
@@ -124,6 +144,17 @@
 //!
 //! # 4. flush vs. re-queue (`flush_*`)
 //!
+//! A replica. Why not the engine's code: a flush is `WqInner::flush`
+//! (`engine/workqueue/queue.rs`) reading and flipping each pwq's colours
+//! under that pwq's pool lock (`Pool::with_pwq`, `Pool::pwq_flip_color` in
+//! `pool/pwq.rs`), and a completion reaches `WqInner::notify_flushers`
+//! (`workqueue/for_pool.rs`) through `Pool::dec_in_flight` (`pool/pwq.rs`)
+//! and `Post::run` (`pool/kick.rs`) on a worker thread. The colour counts
+//! are fields of the pool's `PwqState` under the pool lock, and a `WqInner`
+//! is made only by `WorkqueueBuilder::build`, which attaches it to the
+//! process-wide pools and starts their threads and the watchdog: nothing of
+//! it can be made inside a loom model (see the file's docs above).
+//!
 //! Mirrors `WqInner::flush` (flush colours; `flushers`, `flush_lock`,
 //! `flush_cv`; make room, bump the colour, `Pool::pwq_flip_color`, wait until
 //! only young colours are in flight), `Pool::insert` (stamp `work_color`,
@@ -143,14 +174,18 @@
 //!
 //! # 5. The watchdog's park vs. a worker becoming busy (`watchdog_*`)
 //!
-//! Mirrors `watchdog::run` (no worker busy: store `PARKED`, re-read `BUSY`,
-//! park if still zero, clear `PARKED`) and `watchdog::busy_enter` (increment
-//! `BUSY`; on 0 -> 1, read `PARKED` and unpark the watchdog). Both sides are
-//! `SeqCst` in the engine (a Dekker pair), so the replica adds `sc_order()`
-//! between each side's store and load. Invariant: once a worker is busy the
-//! watchdog ticks; a watchdog parked for good while a worker is busy is a loom
-//! deadlock. Negative control: a watchdog that parks without re-reading `BUSY`
-//! after publishing `PARKED` loses the wakeup (child process).
+//! Runs the engine's `ParkGate` (`engine/watchdog/gate.rs`): `park_if`, the
+//! watchdog's side as `watchdog::run` calls it (store `parked`, re-read
+//! `busy`, park if still zero, clear `parked`), and `enter`, a worker's side
+//! as `watchdog::busy_enter` calls it (increment `busy`; on 0 -> 1, read
+//! `parked` and say the watchdog must be unparked). Only the watchdog's
+//! thread handle and its `unpark` are the model's. Both sides are `SeqCst`
+//! in the engine (a Dekker pair); the gate's `dekker_point` stands between
+//! each side's store and load under loom. Invariant: once a worker is busy
+//! the watchdog ticks; a watchdog parked for good while a worker is busy is
+//! a loom deadlock. Negative control: a watchdog that parks without
+//! re-reading `busy` after publishing `parked` (the gate's `park_if` with a
+//! test that always says idle) loses the wakeup (child process).
 //!
 //! # 6. A node's `nr_active` budget (`node_budget_*`)
 //!
@@ -185,6 +220,18 @@
 //! negative control, a job that trusts its early look (`handle_gone`) and
 //! never looks again after storing, leaves the result of a handle dropped in
 //! between in the slot.
+//!
+//! # 8. A workqueue's handles vs. a borrowed view (`holders_*`)
+//!
+//! Runs the engine's `Holders` (`engine/workqueue/holders.rs`): the last
+//! handle's drop (`drop_handle`, then poll `lent` until no view is out, as
+//! `Workqueue`'s drop and `wait_borrows` do, then destroy) against a
+//! borrower (`try_borrow`, as `borrow_of` calls it for the control endpoint
+//! and snapshots; use the view, `give_back`). Two handles are dropped by two
+//! threads, so either may be the last. Invariant: a lent view never sees the
+//! queue destroyed, and the owner's wait ends. Negative control: a borrower
+//! that reads `handles` first and only then counts itself in `borrows` (the
+//! order the pair forbids) uses a queue being destroyed.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -197,19 +244,6 @@ fn check(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(bound);
     b.check(f);
-}
-
-/// Restores the total order of two `SeqCst` accesses in a replica.
-///
-/// Loom treats `SeqCst` loads/stores/RMWs as `AcqRel` (loom README,
-/// "Unsupported features"; tokio-rs/loom#180), so a Dekker-style hand-off that
-/// is correct in the engine only because both sides use `SeqCst` (e.g.
-/// `finish_cycle`'s `done` / `waiters` against `wait_cycles`) shows up as a
-/// false lost wakeup. Loom does model `fence(SeqCst)`; a fence between the two
-/// accesses gives the ordering the engine's `SeqCst` accesses already have.
-/// The engine has no fence at these points.
-fn sc_order() {
-    loom::sync::atomic::fence(Ordering::SeqCst);
 }
 
 /// Negative controls whose failure is a loom deadlock run in a child process:
@@ -506,11 +540,11 @@ mod idle_wake {
         }
     }
 
-    /// `Pool::cap` of an unmanaged (kernel-style) unbound pool.
+    /// `PoolInner::cap` of an unmanaged (kernel-style) unbound pool.
     pub const UNMANAGED: usize = usize::MAX;
 
     pub struct Pool {
-        /// `Pool::managed` and `Pool::cap` (1: bound pool; `usize::MAX`:
+        /// `Pool::managed` and `PoolInner::cap` (1: bound pool; `usize::MAX`:
         /// unmanaged unbound pool).
         managed: bool,
         cap: usize,
@@ -1225,33 +1259,31 @@ fn flush_without_wait_is_caught() {
 
 mod watchdog {
     use super::*;
+    use cmwq::__loom::WatchdogGate;
 
     #[derive(Clone, Copy, PartialEq, Eq)]
     pub enum Park {
-        /// The engine: re-read BUSY after publishing PARKED.
+        /// The engine: re-read `busy` after publishing `parked`.
         Recheck,
-        /// Park right after publishing PARKED.
+        /// Park right after publishing `parked`.
         NoRecheck,
     }
 
     pub fn run(park: Park, workers: usize) {
         check(3, move || {
-            let busy = Arc::new(AtomicUsize::new(0));
-            let parked = Arc::new(AtomicBool::new(false));
+            let gate = Arc::new(WatchdogGate::default());
             let handle: Arc<Mutex<Option<Thread>>> = Arc::new(Mutex::new(None));
             let ticks = Arc::new(AtomicUsize::new(0));
-            let (b, p, h, t) = (busy.clone(), parked.clone(), handle.clone(), ticks.clone());
+            let (g, h, t) = (gate.clone(), handle.clone(), ticks.clone());
             let wd = thread::spawn(move || {
                 // `ensure_started` publishes the thread before anyone can be busy.
                 *h.lock().unwrap() = Some(thread::current());
                 loop {
-                    if b.load(Ordering::SeqCst) == 0 {
-                        p.store(true, Ordering::SeqCst);
-                        sc_order();
-                        if park == Park::NoRecheck || b.load(Ordering::SeqCst) == 0 {
-                            thread::park();
+                    if g.idle() {
+                        match park {
+                            Park::Recheck => g.park_if_idle(thread::park),
+                            Park::NoRecheck => g.park_without_recheck(thread::park),
                         }
-                        p.store(false, Ordering::SeqCst);
                         continue;
                     }
                     // A tick: the sweep runs while a worker is busy.
@@ -1261,15 +1293,12 @@ mod watchdog {
             });
             let ws: Vec<_> = (0..workers)
                 .map(|_| {
-                    let (b, p, h) = (busy.clone(), parked.clone(), handle.clone());
+                    let (g, h) = (gate.clone(), handle.clone());
                     thread::spawn(move || {
-                        if b.fetch_add(1, Ordering::SeqCst) == 0 {
-                            sc_order();
-                            if p.load(Ordering::SeqCst)
-                                && let Some(t) = h.lock().unwrap().as_ref()
-                            {
-                                t.unpark();
-                            }
+                        if g.enter()
+                            && let Some(t) = h.lock().unwrap().as_ref()
+                        {
+                            t.unpark();
                         }
                     })
                 })
@@ -1513,4 +1542,77 @@ fn spawn_result_never_ending_the_cycle_is_caught() {
 #[should_panic(expected = "leaked")]
 fn spawn_result_without_second_look_is_caught() {
     spawn_result::run(spawn_result::Job::TrustsFirstLook);
+}
+
+// ---------------------------------------------------------------------------
+// 8. A workqueue's handles vs. a borrowed view
+// ---------------------------------------------------------------------------
+
+mod holders {
+    use super::*;
+    use cmwq::__loom::WqHolders;
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Borrow {
+        /// The engine: count the view in, then look at the handles.
+        Checked,
+        /// Look at the handles, then count the view in.
+        LooksFirst,
+    }
+
+    /// A handle's drop; the last one waits for the views, then destroys.
+    fn drop_handle(h: &WqHolders, destroyed: &AtomicBool) {
+        if h.drop_handle() {
+            while h.lent() {
+                thread::yield_now();
+            }
+            destroyed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    pub fn run(borrow: Borrow) {
+        check(3, move || {
+            let h = Arc::new(WqHolders::default());
+            let destroyed = Arc::new(AtomicBool::new(false));
+            h.add_handle();
+            let (h1, d1) = (h.clone(), destroyed.clone());
+            let owner = thread::spawn(move || drop_handle(&h1, &d1));
+            let (h2, d2) = (h.clone(), destroyed.clone());
+            let borrower = thread::spawn(move || {
+                let lent = match borrow {
+                    Borrow::Checked => h2.try_borrow(|| d2.load(Ordering::SeqCst)),
+                    Borrow::LooksFirst => {
+                        let alive = h2.handles() > 0 && !d2.load(Ordering::SeqCst);
+                        if alive {
+                            h2.borrow_blindly();
+                        }
+                        alive
+                    }
+                };
+                if lent {
+                    assert!(
+                        !d2.load(Ordering::SeqCst),
+                        "a view used a destroyed workqueue"
+                    );
+                    h2.give_back();
+                }
+            });
+            drop_handle(&h, &destroyed);
+            owner.join().unwrap();
+            borrower.join().unwrap();
+            assert!(destroyed.load(Ordering::SeqCst), "the last handle destroys");
+            assert!(!h.lent(), "every view was given back");
+        });
+    }
+}
+
+#[test]
+fn holders_last_handle_vs_borrow() {
+    holders::run(holders::Borrow::Checked);
+}
+
+#[test]
+#[should_panic(expected = "a view used a destroyed workqueue")]
+fn holders_borrower_looking_first_is_caught() {
+    holders::run(holders::Borrow::LooksFirst);
 }

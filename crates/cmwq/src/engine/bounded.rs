@@ -55,7 +55,7 @@ use super::threads;
 use super::work::{Work, WorkInner};
 use super::workqueue::{Workqueue, WorkqueueBuilder, WqInner};
 use crate::error::Error;
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{Condvar, Level, Mutex};
 use crate::types::WorkqueueStats;
 
 /// The limit of a bounded workqueue and its count (`WqInner::bound`).
@@ -85,7 +85,7 @@ impl Bound {
             sleepers: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             full: AtomicU64::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new_at(Level::BoundedRoom, ()),
             room: Condvar::new(),
         }
     }

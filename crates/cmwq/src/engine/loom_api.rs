@@ -4,7 +4,9 @@
 
 use super::node::{NodeActive, NodeGet};
 use super::spawn::Handoff;
+use super::watchdog::ParkGate;
 use super::work::{PENDING, WorkCell};
+use super::workqueue::Holders;
 use crate::sync::model::atomic::Ordering;
 
 /// A work item's state word and cycle counters (`engine/work.rs`), with no job.
@@ -126,5 +128,76 @@ impl ResultHandoff {
     /// `Handoff::handle_gone`, for a model's broken variant of `finish`.
     pub fn handle_gone(&self) -> bool {
         self.0.handle_gone()
+    }
+}
+
+/// The watchdog's park against a worker becoming busy
+/// (`engine/watchdog/gate.rs`).
+pub struct WatchdogGate(ParkGate);
+
+impl Default for WatchdogGate {
+    fn default() -> Self {
+        WatchdogGate(ParkGate::new())
+    }
+}
+
+impl WatchdogGate {
+    /// `ParkGate::enter`, as `busy_enter` calls it: true when the caller
+    /// must unpark the watchdog.
+    pub fn enter(&self) -> bool {
+        self.0.enter()
+    }
+    /// `ParkGate::park_if` with `watchdog::run`'s test (nobody busy).
+    pub fn park_if_idle(&self, park: impl FnOnce()) {
+        self.0.park_if(|g| g.busy() == 0, park)
+    }
+    /// `ParkGate::park_if` with a test that always says idle: the broken
+    /// watchdog of a model's negative control, which never re-reads `busy`.
+    pub fn park_without_recheck(&self, park: impl FnOnce()) {
+        self.0.park_if(|_| true, park)
+    }
+    /// The watchdog's first look before it parks (`run`): nobody busy.
+    pub fn idle(&self) -> bool {
+        self.0.busy() == 0
+    }
+}
+
+/// A workqueue's handles and borrowed views (`engine/workqueue/holders.rs`).
+pub struct WqHolders(Holders);
+
+impl Default for WqHolders {
+    fn default() -> Self {
+        WqHolders(Holders::new())
+    }
+}
+
+impl WqHolders {
+    /// `Holders::add_handle`: `Workqueue::clone`.
+    pub fn add_handle(&self) {
+        self.0.add_handle()
+    }
+    /// `Holders::drop_handle`: `Workqueue`'s drop; true for the last handle.
+    pub fn drop_handle(&self) -> bool {
+        self.0.drop_handle()
+    }
+    /// `Holders::try_borrow`, as `borrow_of` calls it (`gone`: destroy began).
+    pub fn try_borrow(&self, gone: impl FnOnce() -> bool) -> bool {
+        self.0.try_borrow(gone)
+    }
+    /// `Holders::give_back`: a view's drop.
+    pub fn give_back(&self) {
+        self.0.give_back()
+    }
+    /// `Holders::lent`: what `wait_borrows` polls.
+    pub fn lent(&self) -> bool {
+        self.0.lent()
+    }
+    /// Handles alive (for a model's broken borrower).
+    pub fn handles(&self) -> usize {
+        self.0.handles()
+    }
+    /// A view taken without the check (for a model's broken borrower).
+    pub fn borrow_blindly(&self) {
+        self.0.borrow_blindly()
     }
 }

@@ -64,6 +64,12 @@
 //! R bound -> R usable -> pool
 //! ```
 //!
+//! The graph checks itself: `sync/order.rs` holds it as a table (a unit test
+//! reads this text and compares), every lock is made with its level
+//! (`Mutex::new_at(Level::Pool, ..)`; a lock named nowhere here is a leaf,
+//! a per-CPU slot of `percpu` a user lock), and debug builds panic, naming
+//! both locks, when a thread takes a lock out of this order.
+//!
 //! Where the code that takes each pair lives: `WQ attrs`, `WQ flush`, `WQ
 //! old`, `WQ cur` and `WQ chain` in `workqueue/table.rs` (`apply`) and
 //! `workqueue/queue.rs` (`flush`, `destroy`); `WQ mayday` in

@@ -29,7 +29,7 @@
 use std::collections::VecDeque;
 
 use crate::sync::model::atomic::{AtomicUsize, Ordering};
-use crate::sync::model::{Mutex, dekker_point};
+use crate::sync::model::{Level, Mutex, dekker_point};
 
 /// What [`NodeActive::try_get`] decided.
 pub(crate) enum NodeGet {
@@ -71,7 +71,7 @@ impl NodeActive {
             pending_len: AtomicUsize::new(0),
             // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
             batch: (max_active / BATCH_DIVISOR).clamp(1, MAX_BATCH),
-            pending: Mutex::new(VecDeque::with_capacity(8)),
+            pending: Mutex::new_at(Level::Node, VecDeque::with_capacity(8)),
         }
     }
 

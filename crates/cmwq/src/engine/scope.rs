@@ -69,7 +69,7 @@ use std::sync::Arc;
 use super::pool::{self, BlockingGuard};
 use super::spawn::JoinError;
 use super::workqueue::Workqueue;
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{Condvar, Level, Mutex};
 
 /// What a scope's jobs share with it: how many are unfinished, and the
 /// first unjoined panic. Holds no `'scope` data (see the module docs).
@@ -228,7 +228,7 @@ impl<'scope, 'env> JobScope<'scope, 'env> {
         T: Send + 'scope,
     {
         let packet = Arc::new(Packet {
-            slot: Mutex::new(None),
+            slot: Mutex::new_at(Level::ScopeSlot, None),
             ready: Condvar::new(),
             state: self.state.clone(),
         });
@@ -324,9 +324,9 @@ impl Workqueue {
         let scope = JobScope {
             wq: self.clone(),
             state: Arc::new(ScopeState {
-                pending: Mutex::new(0),
+                pending: Mutex::new_at(Level::ScopePending, 0),
                 done: Condvar::new(),
-                panic: Mutex::new(None),
+                panic: Mutex::new_at(Level::ScopePanic, None),
             }),
             scope: PhantomData,
             env: PhantomData,

@@ -58,7 +58,7 @@ use std::task::{Context, Poll, Waker};
 use super::threads::forked;
 use super::work::{Job, WorkCell, WorkInner};
 use crate::sync::model::atomic::{AtomicU8, Ordering};
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{Level, Mutex, MutexGuard};
 
 /// Why a spawned job gave no value.
 #[non_exhaustive]
@@ -611,7 +611,7 @@ impl<F: FnOnce() + Send + 'static> Job for Detached<F> {
 /// claimed, for the queue to take.
 pub(crate) fn detached<F: FnOnce() + Send + 'static>(f: F) -> Arc<WorkInner> {
     cell_for(|| Detached {
-        f: Mutex::new(Some(f)),
+        f: Mutex::new_at(Level::SpawnFn, Some(f)),
     })
 }
 
@@ -624,10 +624,13 @@ where
     T: Send + 'static,
 {
     let cell = cell_for(|| Spawned {
-        inner: Mutex::new(Slot {
-            state: State::Ready(f),
-            waker: None,
-        }),
+        inner: Mutex::new_at(
+            Level::SpawnSlot,
+            Slot {
+                state: State::Ready(f),
+                waker: None,
+            },
+        ),
         handoff: Handoff::new(),
     });
     let item: Arc<WorkInner> = cell.clone();

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::work::WorkInner;
 use super::workqueue::WqInner;
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{Condvar, Level, Mutex};
 
 /// An armed item (under `T state`).
 struct Armed {
@@ -66,12 +66,12 @@ static STARTED: OnceLock<()> = OnceLock::new();
 /// next call tries again).
 fn timer() -> std::io::Result<&'static Timer> {
     let t = TIMER.get_or_init(|| Timer {
-        state: Mutex::new(State::default()),
+        state: Mutex::new_at(Level::TState, State::default()),
         cv: Condvar::new(),
-        deliver: Mutex::new(()),
+        deliver: Mutex::new_at(Level::TDeliver, ()),
     });
     if STARTED.get().is_none() {
-        static STARTING: Mutex<()> = Mutex::new(());
+        static STARTING: Mutex<()> = Mutex::new_at(Level::TimerStart, ());
         let _g = STARTING.lock();
         if STARTED.get().is_none() {
             if let Err(e) = super::threads::start("cmwq-timer".into(), move || timer_thread(t)) {

@@ -47,27 +47,33 @@
 //! managed pool whose items were seen to block.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::threads;
-use crate::sync::Mutex;
+use crate::sync::{Level, Mutex};
+
+mod gate;
+pub(crate) use gate::ParkGate;
 
 /// How often the watchdog looks while workers are busy.
 pub const TICK: Duration = Duration::from_millis(10);
 /// How long work may starve before its rescuers are called (kernel: 10 ms).
 pub const MAYDAY_INITIAL_TIMEOUT: Duration = Duration::from_millis(10);
 
-/// A: workers in their busy section. `SeqCst`: pairs with `PARKED` (the
-/// Dekker pair above: `busy_enter` adds then reads `PARKED`, `run` stores
-/// `PARKED` then reads this).
-static BUSY: AtomicUsize = AtomicUsize::new(0);
-/// A: the watchdog is about to park or parked. `SeqCst`: pairs with `BUSY`
-/// and with `STARVING`.
-static PARKED: AtomicBool = AtomicBool::new(false);
+/// A: workers busy and the watchdog parked (`gate.rs`: the Dekker pair
+/// above, `busy_enter` adds then reads `parked`, `run` stores `parked` then
+/// reads `busy`).
+#[cfg(not(loom))]
+static GATE: ParkGate = ParkGate::new();
+/// Loom builds run only the models, which make their own gates; this one is
+/// never touched there (loom's atomics are not `const`).
+#[cfg(loom)]
+static GATE: std::sync::LazyLock<ParkGate> = std::sync::LazyLock::new(ParkGate::new);
 /// A: a pool starves and needs the tick although nothing is busy. `SeqCst`:
-/// pairs with `PARKED` as `BUSY` does (`poke` stores it then reads `PARKED`).
+/// pairs with the gate's `parked` as `busy` does (`poke` stores it then
+/// wakes).
 static STARVING: AtomicBool = AtomicBool::new(false);
 /// The kernel's default `wq_cpu_intensive_thresh_us`: 10 ms.
 const DFL_CPU_INTENSIVE_THRESH_US: u64 = 10_000;
@@ -116,7 +122,7 @@ pub(crate) fn ensure_started() -> Result<(), crate::Error> {
     if WATCHDOG.get().is_some() {
         return Ok(());
     }
-    static STARTING: Mutex<()> = Mutex::new(());
+    static STARTING: Mutex<()> = Mutex::new_at(Level::WatchdogStart, ());
     let _g = STARTING.lock();
     if WATCHDOG.get().is_none() {
         let h = threads::start("cmwq-watchdog".into(), run)
@@ -129,7 +135,7 @@ pub(crate) fn ensure_started() -> Result<(), crate::Error> {
 /// A worker leaves idle to run items.
 #[inline]
 pub(crate) fn busy_enter() {
-    if BUSY.fetch_add(1, Ordering::SeqCst) == 0 && PARKED.load(Ordering::SeqCst) {
+    if GATE.enter() {
         wake();
     }
 }
@@ -137,7 +143,7 @@ pub(crate) fn busy_enter() {
 /// A worker goes back to idle.
 #[inline]
 pub(crate) fn busy_exit() {
-    BUSY.fetch_sub(1, Ordering::SeqCst);
+    GATE.exit();
 }
 
 /// A pool could not start a worker: keep watching it even if nothing is busy,
@@ -168,12 +174,9 @@ fn run() {
     // work; the full tick alone paces the thread).
     let mut look: Option<Duration> = None;
     loop {
-        if BUSY.load(Ordering::SeqCst) == 0 && !STARVING.load(Ordering::SeqCst) {
-            PARKED.store(true, Ordering::SeqCst);
-            if BUSY.load(Ordering::SeqCst) == 0 && !STARVING.load(Ordering::SeqCst) {
-                std::thread::park();
-            }
-            PARKED.store(false, Ordering::SeqCst);
+        let idle = |g: &ParkGate| g.busy() == 0 && !STARVING.load(Ordering::SeqCst);
+        if idle(&GATE) {
+            GATE.park_if(idle, std::thread::park);
             last_tick = Instant::now();
             look = None;
             continue;

@@ -27,7 +27,7 @@ use crate::sync::model::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sync::model::{Condvar, Mutex, dekker_point};
+use crate::sync::model::{Condvar, Level, Mutex, dekker_point};
 
 pub(crate) const PENDING: u32 = 1;
 const DISABLE_ONE: u32 = 1 << 16;
@@ -172,7 +172,7 @@ impl<J> WorkCell<J> {
             done: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
             queued_at: AtomicU64::new(0),
-            wait_lock: Mutex::new(()),
+            wait_lock: Mutex::new_at(Level::Wait, ()),
             wait_cv: Condvar::new(),
             once: false,
             func,

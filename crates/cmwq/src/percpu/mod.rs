@@ -92,7 +92,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::sched;
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{Level, Mutex, MutexGuard};
 use crate::topology::Topology;
 use crate::{Work, Workqueue};
 
@@ -200,7 +200,7 @@ impl<T: Send + 'static> PerCpu<T> {
         };
         let slots = (0..nr_possible_cpus())
             .map(|c| Slot {
-                lock: Mutex::new(init(c)),
+                lock: Mutex::new_at(Level::PerCpuSlot, init(c)),
             })
             .collect();
         Ok(PerCpu {
@@ -345,7 +345,7 @@ impl<T: Send + 'static> PerCpu<T> {
         R: Send + 'static,
         F: FnOnce(&mut T) -> R + Send + 'static,
     {
-        let mailbox: Mailbox<F, R> = Arc::new(Mutex::new((Some(f), None)));
+        let mailbox: Mailbox<F, R> = Arc::new(Mutex::new_at(Level::PerCpuMailbox, (Some(f), None)));
         let (inner, mb) = (self.inner.clone(), mailbox.clone());
         let work = Work::new(move || {
             let mut m = mb.lock();

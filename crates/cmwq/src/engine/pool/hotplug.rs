@@ -67,7 +67,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{MAX_POOLS, NEXT_POOL, Pool, PoolInner, WState, get_pool, unlock_wake};
 use crate::sched;
-use crate::sync::Mutex;
+use crate::sync::{Level, Mutex};
 
 /// The cpuset files are read every this many ticks (100 ms); the affinity on
 /// every tick.
@@ -75,10 +75,10 @@ pub(crate) const CPUSET_EVERY: u64 = 10;
 
 /// R usable: the CPUs the process may use as last read (`None` until the
 /// first read: the CPUs the process started with). Held across [`apply`].
-static USABLE: Mutex<Option<Vec<usize>>> = Mutex::new(None);
+static USABLE: Mutex<Option<Vec<usize>>> = Mutex::new_at(Level::RUsable, None);
 /// R usable_now (a leaf): a copy of `USABLE` for readers under a pool lock
 /// (a worker pinning itself), written under `R usable`.
-static USABLE_NOW: Mutex<Option<Vec<usize>>> = Mutex::new(None);
+static USABLE_NOW: Mutex<Option<Vec<usize>>> = Mutex::new_at(Level::RUsableNow, None);
 /// A: a worker's pin failed; re-read at the next tick. `Relaxed`: a hint.
 static RECHECK: AtomicBool = AtomicBool::new(false);
 /// A: times the usable set was found changed (`Relaxed`: a counter).
@@ -213,7 +213,7 @@ fn pods_thread() {
 }
 
 /// R cpuset: the cpuset as last read, intersected on the ticks between reads.
-static LAST_CPUSET: Mutex<Option<Vec<usize>>> = Mutex::new(None);
+static LAST_CPUSET: Mutex<Option<Vec<usize>>> = Mutex::new_at(Level::RLastCpuset, None);
 
 /// The process's cgroup cpuset (`None`: no cpuset controller, or unreadable).
 fn cpuset_cpus() -> Option<Vec<usize>> {

@@ -60,7 +60,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{MAX_POOLS, NEXT_POOL, Pool, WORKER, get_pool};
+use super::{MAX_POOLS, NEXT_POOL, Pool, PoolInner, WORKER, get_pool};
 use crate::engine::work::Label;
 use crate::topology::format_cpulist;
 use crate::trace;
@@ -258,59 +258,9 @@ pub(super) fn show_all(out: &mut String, now: Instant, only: Option<u64>) {
     for p in pools() {
         let g = p.lock();
         let info = p.info(p.flags(&g));
-        for (slot, pwq) in g.pwqs.iter().enumerate() {
-            let Some(wq) = &pwq.wq else { continue };
-            if only.is_some_and(|id| id != wq.id) {
-                continue;
-            }
-            if pwq.nr_active == 0 && pwq.inactive.is_empty() {
-                continue;
-            }
-            let slot = slot as u32;
-            let running = g
-                .workers
-                .iter()
-                .filter(|w| w.current != 0 && w.current_pwq == slot)
-                .map(|w| (w.tid, w.label, w.state == super::WState::Rescuer))
-                .collect();
-            let pending = g
-                .waiting()
-                .chain(g.workers.iter().flat_map(|w| w.scheduled.iter()))
-                .filter(|it| it.pwq == slot)
-                .map(|it| it.work.func.label())
-                .collect();
-            views.push(PwqView {
-                wq_id: wq.id,
-                wq_name: wq.name.clone(),
-                wq_flags: wq.flags.bits() | if wq.ordered { 1 << 17 } else { 0 },
-                pool: p.id,
-                info: info.clone(),
-                active: pwq.nr_active,
-                max_active: pwq.max_active,
-                in_flight: pwq.nr_in_flight,
-                running,
-                pending,
-                inactive: pwq.inactive.iter().map(|it| it.work.func.label()).collect(),
-            });
-        }
-        if only.is_none() && g.nr_workers > g.nr_idle() {
-            let waiting = g.has_work();
-            let mut line = format!(
-                "pool {}: {info} hung={}s workers={}",
-                p.id,
-                g.lockup.hung(waiting, now).as_secs(),
-                g.nr_workers
-            );
-            let idle: Vec<i32> = g
-                .lanes
-                .iter()
-                .flat_map(|l| l.idle.iter())
-                .map(|&i| g.workers[i].tid)
-                .collect();
-            for (k, tid) in idle.iter().enumerate() {
-                let _ = write!(line, " {}{tid}", if k == 0 { "idle: " } else { "" });
-            }
-            pool_lines.push(line);
+        pwq_views(p, &g, &info, only, &mut views);
+        if only.is_none() {
+            pool_lines.extend(busy_pool_line(p, &g, &info, now));
         }
     }
     // Labels are looked up with no pool lock held (a C symbol is read from
@@ -322,38 +272,107 @@ pub(super) fn show_all(out: &mut String, now: Instant, only: Option<u64>) {
             let _ = writeln!(out, "workqueue {}: flags=0x{:x}", v.wq_name, v.wq_flags);
             last = Some(v.wq_id);
         }
-        let _ = writeln!(
-            out,
-            "  pwq {}: {} active={}/{} refcnt={}",
-            v.pool,
-            v.info,
-            v.active,
-            v.max_active,
-            v.in_flight + 1
-        );
-        if !v.running.is_empty() {
-            let items: Vec<String> = v
-                .running
-                .iter()
-                .map(|&(tid, l, rescuer)| {
-                    format!(
-                        "{tid}{}:{}",
-                        if rescuer { "(RESCUER)" } else { "" },
-                        l.text()
-                    )
-                })
-                .collect();
-            let _ = writeln!(out, "    in-flight: {}", items.join(", "));
-        }
-        for (what, labels) in [("pending", &v.pending), ("inactive", &v.inactive)] {
-            if !labels.is_empty() {
-                let _ = writeln!(out, "    {what}: {}", runs(labels));
-            }
-        }
+        write_pwq(out, v);
     }
     for l in pool_lines {
         out.push_str(&l);
         out.push('\n');
+    }
+}
+
+/// The pwqs of pool `p` (its lock held: `g`) with something active or held
+/// back, of workqueue `only` if given, added to `views`.
+fn pwq_views(p: &Pool, g: &PoolInner, info: &str, only: Option<u64>, views: &mut Vec<PwqView>) {
+    for (slot, pwq) in g.pwqs.iter().enumerate() {
+        let Some(wq) = &pwq.wq else { continue };
+        if only.is_some_and(|id| id != wq.id) {
+            continue;
+        }
+        if pwq.nr_active == 0 && pwq.inactive.is_empty() {
+            continue;
+        }
+        let slot = slot as u32;
+        let running = g
+            .workers
+            .iter()
+            .filter(|w| w.current != 0 && w.current_pwq == slot)
+            .map(|w| (w.tid, w.label, w.state == super::WState::Rescuer))
+            .collect();
+        let pending = g
+            .waiting()
+            .chain(g.workers.iter().flat_map(|w| w.scheduled.iter()))
+            .filter(|it| it.pwq == slot)
+            .map(|it| it.work.func.label())
+            .collect();
+        views.push(PwqView {
+            wq_id: wq.id,
+            wq_name: wq.name.clone(),
+            wq_flags: wq.flags.bits() | if wq.ordered { 1 << 17 } else { 0 },
+            pool: p.id,
+            info: info.to_string(),
+            active: pwq.nr_active,
+            max_active: pwq.max_active,
+            in_flight: pwq.nr_in_flight,
+            running,
+            pending,
+            inactive: pwq.inactive.iter().map(|it| it.work.func.label()).collect(),
+        });
+    }
+}
+
+/// Pool `p`'s line (its lock held: `g`) if a worker of it is busy: how long
+/// it has made no progress, its workers and its idle ones.
+fn busy_pool_line(p: &Pool, g: &PoolInner, info: &str, now: Instant) -> Option<String> {
+    if g.nr_workers <= g.nr_idle() {
+        return None;
+    }
+    let waiting = g.has_work();
+    let mut line = format!(
+        "pool {}: {info} hung={}s workers={}",
+        p.id,
+        g.lockup.hung(waiting, now).as_secs(),
+        g.nr_workers
+    );
+    let idle = g
+        .lanes
+        .iter()
+        .flat_map(|l| l.idle.iter())
+        .map(|&i| g.workers[i].tid);
+    for (k, tid) in idle.enumerate() {
+        let _ = write!(line, " {}{tid}", if k == 0 { "idle: " } else { "" });
+    }
+    Some(line)
+}
+
+/// One pwq's lines: its pool and counts, what runs, what waits.
+fn write_pwq(out: &mut String, v: &PwqView) {
+    let _ = writeln!(
+        out,
+        "  pwq {}: {} active={}/{} refcnt={}",
+        v.pool,
+        v.info,
+        v.active,
+        v.max_active,
+        v.in_flight + 1
+    );
+    if !v.running.is_empty() {
+        let items: Vec<String> = v
+            .running
+            .iter()
+            .map(|&(tid, l, rescuer)| {
+                format!(
+                    "{tid}{}:{}",
+                    if rescuer { "(RESCUER)" } else { "" },
+                    l.text()
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "    in-flight: {}", items.join(", "));
+    }
+    for (what, labels) in [("pending", &v.pending), ("inactive", &v.inactive)] {
+        if !labels.is_empty() {
+            let _ = writeln!(out, "    {what}: {}", runs(labels));
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use super::{budget, hotplug, lockup, manage};
 use crate::engine::watchdog;
 use crate::priority::PoolPrio;
 use crate::sched;
-use crate::sync::Mutex;
+use crate::sync::{Level, Mutex};
 use crate::types::WakeMode;
 
 /// Most pools a process makes (ids are never reused).
@@ -27,11 +27,11 @@ pub(super) static POOLS: [OnceLock<&'static Pool>; MAX_POOLS] =
 /// its own pool (a scan that sees the id before the slot skips it).
 pub(super) static NEXT_POOL: AtomicU32 = AtomicU32::new(0);
 /// R unbound: unbound pools by attributes.
-static UNBOUND_POOLS: Mutex<Option<HashMap<PoolAttrs, u32>>> = Mutex::new(None);
+static UNBOUND_POOLS: Mutex<Option<HashMap<PoolAttrs, u32>>> = Mutex::new_at(Level::RUnbound, None);
 /// Bound pools by (cpu, priority, wake mode).
 type BoundKey = (usize, PoolPrio, WakeMode);
 /// R bound: bound pools by (cpu, priority, wake mode).
-static BOUND_POOLS: Mutex<Option<HashMap<BoundKey, u32>>> = Mutex::new(None);
+static BOUND_POOLS: Mutex<Option<HashMap<BoundKey, u32>>> = Mutex::new_at(Level::RBound, None);
 /// The kernel's `IDLE_WORKER_TIMEOUT`: how long a surplus idle worker
 /// lingers before it exits, in ms (300 s).
 const IDLE_WORKER_TIMEOUT_MS: u64 = 300_000;
@@ -113,27 +113,30 @@ pub(super) fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> 
         id,
         attrs,
         managed,
-        inner: Mutex::new(PoolInner {
-            cap,
-            disassociated: false,
-            rebinds: 0,
-            probed: false,
-            lanes: lane_cpus.into_iter().map(Lane::new).collect(),
-            workers: Vec::new(),
-            nr_workers: 0,
-            manager_active: false,
-            nr_starting: 0,
-            pwqs: Vec::new(),
-            free_pwqs: Vec::new(),
-            refcnt: 0,
-            dying: false,
-            rr: 0,
-            partners: Vec::new(),
-            pool_id: id,
-            starving_since: None,
-            lockup: lockup::Watch::default(),
-            create_backoff: manage::Backoff::default(),
-        }),
+        inner: Mutex::new_at(
+            Level::Pool,
+            PoolInner {
+                cap,
+                disassociated: false,
+                rebinds: 0,
+                probed: false,
+                lanes: lane_cpus.into_iter().map(Lane::new).collect(),
+                workers: Vec::new(),
+                nr_workers: 0,
+                manager_active: false,
+                nr_starting: 0,
+                pwqs: Vec::new(),
+                free_pwqs: Vec::new(),
+                refcnt: 0,
+                dying: false,
+                rr: 0,
+                partners: Vec::new(),
+                pool_id: id,
+                starving_since: None,
+                lockup: lockup::Watch::default(),
+                create_backoff: manage::Backoff::default(),
+            },
+        ),
         pod_pools: OnceLock::new(),
         lendable: Lendable::default(),
         spare: Lendable::default(),

@@ -59,7 +59,7 @@ pub struct Workqueue {
 
 impl Clone for Workqueue {
     fn clone(&self) -> Self {
-        self.inner.handles.fetch_add(1, Ordering::SeqCst);
+        self.inner.holders.add_handle();
         Workqueue {
             inner: self.inner.clone(),
             borrowed: false,
@@ -70,10 +70,10 @@ impl Clone for Workqueue {
 impl Drop for Workqueue {
     fn drop(&mut self) {
         if self.borrowed {
-            self.inner.borrows.fetch_sub(1, Ordering::SeqCst);
+            self.inner.holders.give_back();
             return;
         }
-        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 || threads::forked() {
+        if !self.inner.holders.drop_handle() || threads::forked() {
             // A forked child's copy is left as it is: destroying it would
             // wait for items no thread of the child runs.
             return;

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use crate::engine::node::NodeActive;
 use crate::error::Error;
 use crate::priority::{self, PoolPrio, Priority};
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{Condvar, Level, Mutex};
 use crate::topology::{Scope, Topology};
 use crate::trace;
 use crate::types::{DFL_ACTIVE, MAX_ACTIVE, UnboundConcurrency, WakeMode, WqAttrs, WqFlags};
@@ -430,9 +430,9 @@ impl WorkqueueBuilder {
             fallback: self.fallback,
         };
         let rescuer = self.flags.contains(WqFlags::MEM_RECLAIM).then(|| Rescuer {
-            mayday: Mutex::new(VecDeque::new()),
+            mayday: Mutex::new_at(Level::WqMayday, VecDeque::new()),
             thread: OnceLock::new(),
-            join: Mutex::new(None),
+            join: Mutex::new_at(Level::WqJoin, None),
             stop: AtomicBool::new(false),
             tid: std::sync::atomic::AtomicI32::new(0),
         });
@@ -451,24 +451,26 @@ impl WorkqueueBuilder {
             stats: WqStats::default(),
             max_active: AtomicUsize::new(max_active),
             nodes,
-            node_cpus: Mutex::new(vec![0; nr_nodes]),
-            cur: Mutex::new(Arc::new(Pwqs::empty())),
+            node_cpus: Mutex::new_at(Level::WqNodeCpus, vec![0; nr_nodes]),
+            cur: Mutex::new_at(Level::WqCur, Arc::new(Pwqs::empty())),
             map: PwqMap::new(map_len),
-            old: Mutex::new(OldPwqs {
-                dead_lat: crate::hist::PwqLatency::new(latency),
-                ..OldPwqs::default()
-            }),
-            chain: Mutex::new(VecDeque::new()),
+            old: Mutex::new_at(
+                Level::WqOld,
+                OldPwqs {
+                    dead_lat: crate::hist::PwqLatency::new(latency),
+                    ..OldPwqs::default()
+                },
+            ),
+            chain: Mutex::new_at(Level::WqChain, VecDeque::new()),
             ctx,
-            attrs: Mutex::new(attrs.clone()),
-            prio: Mutex::new(prio),
+            attrs: Mutex::new_at(Level::WqAttrs, attrs.clone()),
+            prio: Mutex::new_at(Level::WqPrio, prio),
             rescuer,
-            flush_lock: Mutex::new(0),
+            flush_lock: Mutex::new_at(Level::WqFlush, 0),
             flush_cv: Condvar::new(),
             flushers: AtomicU32::new(0),
             rr: AtomicUsize::new(0),
-            handles: AtomicUsize::new(1),
-            borrows: AtomicUsize::new(0),
+            holders: super::holders::Holders::new(),
             id: NEXT_WQ_ID.fetch_add(1, Ordering::Relaxed),
             bound: self
                 .max_queued

@@ -40,6 +40,9 @@ mod api;
 mod builder;
 mod delayed;
 mod for_pool;
+mod holders;
+#[cfg(loom)]
+pub(super) use holders::Holders;
 mod panic;
 mod queue;
 mod registry;
@@ -133,8 +136,8 @@ pub(crate) struct WqInner {
     /// nonzero. `Relaxed`: a queue that races with the start of a drain may
     /// go either way, and drain loops until nothing is in flight.
     draining: AtomicU32,
-    /// A: destroy has begun. `SeqCst`: read with `handles` in `borrow_of`
-    /// (the pair with `borrows`, see there).
+    /// A: destroy has begun. `SeqCst`: read with the handles in `borrow_of`
+    /// (after the pair of `holders.rs`).
     destroyed: AtomicBool,
     /// A: counters kept outside the pools (`Relaxed`).
     pub stats: WqStats,
@@ -178,12 +181,10 @@ pub(crate) struct WqInner {
     flushers: AtomicU32,
     /// A: round robin over the mask's CPUs (`Relaxed`: any value will do).
     rr: AtomicUsize,
-    /// A: handles. `SeqCst`: pairs with `borrows` (see `borrow_of`).
-    handles: AtomicUsize,
-    /// A: borrowed views held by the control endpoint and snapshots: the
-    /// last handle's drop waits for them, so it still destroys (drains)
-    /// itself. `SeqCst`: pairs with `handles` (see `borrow_of`).
-    borrows: AtomicUsize,
+    /// A: handles and borrowed views held by the control endpoint and
+    /// snapshots: the last handle's drop waits for the views, so it still
+    /// destroys (drains) itself. `SeqCst` pair, see `holders.rs`.
+    holders: holders::Holders,
     /// I: unique for the process's lifetime (names may repeat).
     pub id: u64,
     /// I: a bounded queue's limit and count (`bounded.rs`); `None`: unbounded.

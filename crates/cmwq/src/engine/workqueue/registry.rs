@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use crate::engine::pool::{self};
 use crate::sched;
-use crate::sync::Mutex;
+use crate::sync::{Level, Mutex};
 
 use super::{Workqueue, WorkqueueBuilder, WqInner};
 
 /// R registry: the live workqueues, in creation order.
-static REGISTRY: Mutex<Vec<std::sync::Weak<WqInner>>> = Mutex::new(Vec::new());
+static REGISTRY: Mutex<Vec<std::sync::Weak<WqInner>>> = Mutex::new_at(Level::RRegistry, Vec::new());
 
 pub(super) fn register(wq: &Arc<WqInner>) {
     let mut r = REGISTRY.lock();
@@ -92,15 +92,13 @@ pub(crate) fn find_by_name(name: &str) -> Vec<Workqueue> {
 /// unless its last handle is gone (it is being destroyed).
 ///
 /// The view is not a handle: the owner's last drop still destroys the queue
-/// itself, after waiting for views to be returned (`wait_borrows`). The
-/// owner's drop decrements `handles` then reads `borrows`; a borrower
-/// increments `borrows` then reads `handles`. Both SeqCst, so at least one sees
-/// the other: either the owner waits for the view, or the borrower sees no
-/// handle and backs off.
+/// itself, after waiting for views to be returned (`wait_borrows`); the
+/// pair that makes one of the two see the other is `holders.rs`.
 fn borrow_of(inner: Arc<WqInner>) -> Option<Workqueue> {
-    inner.borrows.fetch_add(1, Ordering::SeqCst);
-    if inner.handles.load(Ordering::SeqCst) == 0 || inner.destroyed.load(Ordering::SeqCst) {
-        inner.borrows.fetch_sub(1, Ordering::SeqCst);
+    if !inner
+        .holders
+        .try_borrow(|| inner.destroyed.load(Ordering::SeqCst))
+    {
         return None;
     }
     Some(Workqueue {
@@ -113,7 +111,7 @@ impl WqInner {
     /// Waits until no borrowed view (a snapshot or a control request in
     /// progress) holds this workqueue; then the last handle may destroy it.
     pub(super) fn wait_borrows(&self) {
-        while self.borrows.load(Ordering::SeqCst) > 0 {
+        while self.holders.lent() {
             std::thread::sleep(Duration::from_micros(100));
         }
     }
