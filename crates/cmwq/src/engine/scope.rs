@@ -155,8 +155,11 @@ impl<T> Packet<T> {
 
 impl<T> Drop for Packet<T> {
     fn drop(&mut self) {
-        // The last of job and handle: a panic nobody joined goes to the scope.
-        if let Some(Err(JoinError::Panicked(p))) = self.slot.lock().take() {
+        // The last of job and handle: a panic nobody joined goes to the scope
+        // (taken out first: the slot's lock is not held while the scope's
+        // is taken, two leaves never nest).
+        let left = self.slot.lock().take();
+        if let Some(Err(JoinError::Panicked(p))) = left {
             self.state.keep_panic(p);
         }
     }
