@@ -270,7 +270,10 @@ fn this_list() -> usize {
 }
 
 fn free_list_push(c: &'static Carrier) {
-    let l = &lists()[this_list()];
+    push_on(&lists()[this_list()], c);
+}
+
+fn push_on(l: &FreeList, c: &'static Carrier) {
     let mut head = crate::lock(&l.0);
     c.next.store(*head as *mut Carrier, Ordering::Relaxed);
     *head = c as *const Carrier as usize;
@@ -292,7 +295,16 @@ fn take_carrier() -> &'static Carrier {
     let ls = lists();
     let me = this_list();
     for i in 0..ls.len() {
-        if let Some(c) = pop(&ls[(me + i) % ls.len()]) {
+        let l = &ls[(me + i) % ls.len()];
+        if let Some(c) = pop(l) {
+            // A carrier goes back on its list from inside its own callback
+            // (`run`'s `end_cycle`), while its engine item still runs: lent
+            // now, a queue of it would follow that run to its worker's CPU
+            // (the engine's non-reentrancy), not go where it was asked.
+            if c.dw().is_running() {
+                push_on(l, c);
+                continue;
+            }
             return c;
         }
     }

@@ -1292,3 +1292,38 @@ fn flush_inside_a_work_lets_the_pool_progress() {
     x.flush();
     assert_eq!(n.load(Ordering::SeqCst), 2);
 }
+
+/// After `flush` returns, the item is done with: `queue_on` another CPU runs
+/// it there, never on the worker that ran it last (which used to list it
+/// again in its busy table while it dropped its reference, so the queue
+/// followed it there as if it still ran). Alternates the CPUs many times.
+#[test]
+fn queue_on_after_flush_goes_where_it_is_asked() {
+    let cpus = cmwq::topology::sched_affinity().unwrap();
+    if cpus.len() < 2 {
+        eprintln!("skipped: one CPU");
+        return;
+    }
+    let wq = Workqueue::builder("after_flush_on").build().unwrap();
+    let ran_on = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
+    let r = ran_on.clone();
+    let w = Work::new(move || {
+        let c = common::current_cpu();
+        r.store(c, std::sync::atomic::Ordering::SeqCst);
+    });
+    let mut wrong = Vec::new();
+    for i in 0..4000 {
+        let cpu = cpus[i % 2];
+        assert_eq!(wq.queue_on(cpu, &w), Ok(true));
+        w.flush();
+        let on = ran_on.load(std::sync::atomic::Ordering::SeqCst);
+        if on != cpu {
+            wrong.push((i, cpu, on));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ran elsewhere than asked: {:?}",
+        &wrong[..wrong.len().min(10)]
+    );
+}

@@ -739,7 +739,13 @@ fn release_item<'a>(
 ) -> MutexGuard<'a, PoolInner> {
     let release = !work.once || stale.is_some();
     if release {
-        g.workers[me].current = addr;
+        // Listed again only while a destructor may run here: this is the
+        // item's last reference, or the queue's. A `Work` its owner still
+        // holds is done with, and `flush` has returned for it: a queue of
+        // it now (`queue_on` another CPU) must not follow it to this worker.
+        if Arc::strong_count(&work) == 1 || stale.is_some() {
+            g.workers[me].current = addr;
+        }
     } else if !post.pending() {
         // Nothing in it to drop: skip the destructor's look at every field
         // (it runs once per item).
