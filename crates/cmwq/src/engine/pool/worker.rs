@@ -27,6 +27,12 @@ use crate::switches::SwitchProbe;
 use crate::sync::MutexGuard;
 use crate::trace;
 
+/// What the busy table lists for a worker that runs no item but drops what
+/// its last item held (its closure's values, its queue): busy, so a wait in
+/// a destructor counts as this worker blocking, and no item's address (an
+/// item's is at least pointer-aligned), so no queue follows it here.
+pub(super) const DROPPING: usize = 1;
+
 /// Items a lent worker takes from a lagging per-CPU pool before it goes home to
 /// look at its own lane (it is lent again if the lane still lags).
 pub(crate) const GUEST_BATCH: usize = 16;
@@ -517,7 +523,7 @@ impl Pool {
     fn abandon_slot(&self, g: &mut PoolInner, idx: usize) -> (Option<Arc<WorkInner>>, Post) {
         let mut post = Post::default();
         let unfinished = ORPHAN.with(|o| o.take());
-        if std::mem::take(&mut g.workers[idx].current) != 0 {
+        if !matches!(std::mem::take(&mut g.workers[idx].current), 0 | DROPPING) {
             let slot = g.workers[idx].current_pwq;
             let color = g.workers[idx].current_color;
             let st = &mut g.pwqs[slot as usize].stats;
@@ -709,7 +715,7 @@ fn process_one_work<'a>(
         running.work().finish_cycle();
     }
     let work = running.disarm();
-    release_item(pool, me, g, post, work, stale, addr, managed)
+    release_item(pool, me, g, post, work, stale, managed)
 }
 
 /// The release tail of [`process_one_work`]: what the item held goes with
@@ -734,18 +740,15 @@ fn release_item<'a>(
     post: Post,
     work: Arc<WorkInner>,
     stale: Option<Arc<WqInner>>,
-    addr: usize,
     managed: bool,
 ) -> MutexGuard<'a, PoolInner> {
     let release = !work.once || stale.is_some();
     if release {
-        // Listed again only while a destructor may run here: this is the
-        // item's last reference, or the queue's. A `Work` its owner still
-        // holds is done with, and `flush` has returned for it: a queue of
-        // it now (`queue_on` another CPU) must not follow it to this worker.
-        if Arc::strong_count(&work) == 1 || stale.is_some() {
-            g.workers[me].current = addr;
-        }
+        // Busy while a destructor may run, but under no item's address: the
+        // item is done with and `flush` has returned for it, so a queue of it
+        // now (`queue_on` another CPU) must not follow it to this worker as
+        // if it still ran, and a worker that dies here left nothing unfinished.
+        g.workers[me].current = DROPPING;
     } else if !post.pending() {
         // Nothing in it to drop: skip the destructor's look at every field
         // (it runs once per item).
