@@ -70,8 +70,13 @@ impl Seen {
     /// for a lock (its remaining time is put in `next`, so the watchdog looks
     /// again then).
     fn of_probe(p: &SwitchProbe, mono: &mut LazyMono, next: &mut Duration) -> Option<Seen> {
-        match p.state(mono) {
-            RunState::Asleep(d) if d >= MIN_ASLEEP || p.in_item() => Some(Seen::Asleep),
+        Seen::of_run_state(p.state(mono), p.in_item(), next)
+    }
+
+    /// [`of_probe`](Self::of_probe) from what the probe read.
+    fn of_run_state(s: RunState, in_item: bool, next: &mut Duration) -> Option<Seen> {
+        match s {
+            RunState::Asleep(d) if d >= MIN_ASLEEP || in_item => Some(Seen::Asleep),
             RunState::Asleep(d) => {
                 *next = (*next).min(MIN_ASLEEP - d);
                 None
@@ -363,4 +368,44 @@ pub(crate) fn look_all(tick: bool) -> Option<Duration> {
         }
     }
     next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleep_in_the_callback_counts_at_once_one_between_items_after_min_asleep() {
+        let young = RunState::Asleep(MIN_ASLEEP / 5);
+        let mut next = Duration::MAX;
+        assert!(Seen::of_run_state(young, true, &mut next) == Some(Seen::Asleep));
+        assert_eq!(next, Duration::MAX, "nothing to look at again");
+        assert!(Seen::of_run_state(young, false, &mut next).is_none());
+        assert_eq!(
+            next,
+            MIN_ASLEEP - MIN_ASLEEP / 5,
+            "look again once it is old enough"
+        );
+        let old = RunState::Asleep(MIN_ASLEEP);
+        assert!(Seen::of_run_state(old, false, &mut next) == Some(Seen::Asleep));
+        for awake in [RunState::Running, RunState::Preempted] {
+            assert!(Seen::of_run_state(awake, true, &mut next) == Some(Seen::Awake));
+        }
+    }
+
+    #[test]
+    fn a_probe_sees_its_threads_in_item_flag() {
+        let Some(probe) = SwitchProbe::open_current() else {
+            eprintln!("perf_event_open refused here: nothing to check");
+            return;
+        };
+        assert!(!probe.in_item());
+        switches::in_item(true);
+        assert!(
+            probe.in_item(),
+            "set on the probe's thread, read through the probe"
+        );
+        switches::in_item(false);
+        assert!(!probe.in_item());
+    }
 }
