@@ -419,12 +419,22 @@ fn lent_worker_that_blocks_gives_its_cpu_back(name: &str, nice: i32, annotated: 
     let timed_out = Arc::new(AtomicUsize::new(0));
     let wq2 = wq.clone();
     let (g2, t2) = (gate.clone(), timed_out.clone());
-    // CPU a: a long item makes its lane lag, so CPU b lends a worker, which
-    // steals one of the items behind it; each of those waits at the gate.
+    let stolen = Arc::new(AtomicBool::new(false));
+    let s2 = stolen.clone();
+    // CPU a: a long item makes its lane lag (until CPU b's pool lent a
+    // worker), and the lent worker steals one of the items behind it; each
+    // of those waits at the gate. They are queued a millisecond apart, so
+    // the queues see the lane lag.
     thread::spawn(move || {
         common::set_affinity(&[a]).unwrap();
-        wq2.execute(|| spin_us(5_000));
+        wq2.execute(move || {
+            let t = std::time::Instant::now();
+            while !s2.load(Ordering::Relaxed) && t.elapsed() < GATE_TIMEOUT {
+                spin_us(100);
+            }
+        });
         for _ in 0..4 {
+            thread::sleep(std::time::Duration::from_millis(1));
             let (g, t) = (g2.clone(), t2.clone());
             wq2.execute(move || {
                 let opened = if annotated {
@@ -441,6 +451,7 @@ fn lent_worker_that_blocks_gives_its_cpu_back(name: &str, nice: i32, annotated: 
     .join()
     .unwrap();
     let lent = common::wait_for(|| lane_counts(&wq).1 > 0);
+    stolen.store(true, Ordering::Relaxed);
     assert!(
         lent,
         "CPU {b} never lent a worker to CPU {a}'s lagging lane"

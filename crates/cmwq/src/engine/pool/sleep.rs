@@ -256,6 +256,10 @@ impl Pool {
         let mut wake = Vec::new();
         let mut reads = Vec::new();
         let mut slept = false;
+        // Someone to look at next time: a worker in an item that may fall
+        // asleep or wake. Without one (the pool's workers cannot start, or
+        // every one is exempt) the pool waits for the tick, not the look.
+        let mut again = false;
         let mut i = 0;
         while i < g.workers.len() {
             let w = &g.workers[i];
@@ -265,6 +269,7 @@ impl Pool {
                 i += 1;
                 continue;
             }
+            again = true;
             let seen = match w.probe.as_ref() {
                 Some(p) => Seen::of_probe(p, mono, &mut next),
                 None => {
@@ -326,7 +331,7 @@ impl Pool {
         if slept {
             self.note_blocks();
         }
-        Some(next)
+        again.then_some(next)
     }
 
     /// Worker `i` just left `nr_running` (asleep, or a CPU hog): wake a
