@@ -688,13 +688,20 @@ fn process_one_work<'a>(
     // Chain execution: wake another worker if work still waits and nobody
     // runs it, or if this lane lags and another CPU of the pod is free.
     let wake = g.kick(hint);
+    // Only a pool with probes reads the flag (a pool never seen to block
+    // pays a load and a branch, not a thread-local lookup).
+    let flag = g.probed;
     unlock_wake(pool, g, wake);
     times.start();
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
-    switches::in_item(true);
+    if flag {
+        switches::in_item(true);
+    }
     let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
-    switches::in_item(false);
+    if flag {
+        switches::in_item(false);
+    }
     times.end();
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
     // catch their own). The handlers run as part of the item: what the item
