@@ -359,3 +359,154 @@ fn a_pool_adopts_its_partners_idle_workers() {
          ({after_first} after the first), {adopted} adopted"
     );
 }
+
+/// A gate the blocking items wait at, opened by the item that must not wait
+/// behind them; a wait gives up after `GATE_TIMEOUT` so that a failure ends.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+const GATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+impl Gate {
+    /// Waits until opened; false if it timed out.
+    fn wait(&self) -> bool {
+        let g = self.open.lock().unwrap();
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, GATE_TIMEOUT, |open| !*open)
+            .unwrap();
+        *g
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
+/// A worker lent by CPU `b`'s pool to CPU `a`'s lagging pool holds `b`'s
+/// share of the CPU (`nr_lent`), as a counted worker does. When it blocks in
+/// the item it took there, `b` must get its CPU back, as when one of its own
+/// workers blocks: an item queued on `b` meanwhile runs. Here the lent
+/// worker's item waits for exactly that item, so without the hand-back the
+/// two wait for each other until the gate gives up.
+///
+/// Runs in a process of its own: CPU a's lane must keep a counted worker
+/// (so it has none to lend back to b) while it spins, so the CPU-intensive
+/// threshold is raised for the whole process.
+fn lent_worker_that_blocks_gives_its_cpu_back(name: &str, nice: i32, annotated: bool) {
+    if !common::in_own_process(name, "CMWQ_T_LENT") {
+        return;
+    }
+    let Some((a, b)) = two_cpus() else { return };
+    cmwq::set_cpu_intensive_thresh(std::time::Duration::from_secs(3600));
+    let wq = pod_queue(&format!("lanes_lent_{nice}"), nice);
+    // Both CPUs' pools have a worker before anything lags.
+    for cpu in [a, b] {
+        let wq = wq.clone();
+        thread::spawn(move || {
+            common::set_affinity(&[cpu]).unwrap();
+            wq.execute(|| {});
+            wq.flush();
+        })
+        .join()
+        .unwrap();
+    }
+    let gate = Arc::new(Gate::default());
+    let timed_out = Arc::new(AtomicUsize::new(0));
+    let wq2 = wq.clone();
+    let (g2, t2) = (gate.clone(), timed_out.clone());
+    let stolen = Arc::new(AtomicBool::new(false));
+    let s2 = stolen.clone();
+    // CPU a: a long item makes its lane lag (until CPU b's pool lent a
+    // worker), and the lent worker steals one of the items behind it; each
+    // of those waits at the gate. They are queued a millisecond apart, so
+    // the queues see the lane lag.
+    thread::spawn(move || {
+        common::set_affinity(&[a]).unwrap();
+        wq2.execute(move || {
+            let t = std::time::Instant::now();
+            while !s2.load(Ordering::Relaxed) && t.elapsed() < GATE_TIMEOUT {
+                spin_us(100);
+            }
+        });
+        for _ in 0..4 {
+            thread::sleep(std::time::Duration::from_millis(1));
+            let (g, t) = (g2.clone(), t2.clone());
+            wq2.execute(move || {
+                let opened = if annotated {
+                    cmwq::blocking(|| g.wait())
+                } else {
+                    g.wait()
+                };
+                if !opened {
+                    t.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    })
+    .join()
+    .unwrap();
+    let lent = common::wait_for(|| lane_counts(&wq).1 > 0);
+    stolen.store(true, Ordering::Relaxed);
+    assert!(
+        lent,
+        "CPU {b} never lent a worker to CPU {a}'s lagging lane"
+    );
+    // CPU a's lane gets a running worker, so it has none to lend back to
+    // CPU b: only b's own pool can serve b now. It spins until the item
+    // queued on b ran (or the gate gave up).
+    let ran = Arc::new(AtomicBool::new(false));
+    let (r4, wq4) = (ran.clone(), wq.clone());
+    thread::spawn(move || {
+        common::set_affinity(&[a]).unwrap();
+        wq4.execute(move || {
+            let t = std::time::Instant::now();
+            while !r4.load(Ordering::Relaxed) && t.elapsed() < GATE_TIMEOUT * 2 {
+                spin_us(100);
+            }
+        });
+    })
+    .join()
+    .unwrap();
+    // CPU b: this item opens the gate. It must not wait for the gate.
+    let (g3, r3, wq3) = (gate.clone(), ran.clone(), wq.clone());
+    thread::spawn(move || {
+        common::set_affinity(&[b]).unwrap();
+        wq3.execute(move || {
+            r3.store(true, Ordering::Relaxed);
+            g3.open();
+        });
+    })
+    .join()
+    .unwrap();
+    wq.flush();
+    assert!(ran.load(Ordering::Relaxed));
+    assert_eq!(
+        timed_out.load(Ordering::Relaxed),
+        0,
+        "an item queued on CPU {b} waited behind its lent worker, blocked in CPU {a}'s item \
+         (annotated: {annotated})"
+    );
+}
+
+#[test]
+fn a_lent_worker_that_blocks_annotated_gives_its_cpu_back() {
+    lent_worker_that_blocks_gives_its_cpu_back(
+        "a_lent_worker_that_blocks_annotated_gives_its_cpu_back",
+        10,
+        true,
+    );
+}
+
+#[test]
+fn a_lent_worker_that_blocks_unannotated_gives_its_cpu_back() {
+    lent_worker_that_blocks_gives_its_cpu_back(
+        "a_lent_worker_that_blocks_unannotated_gives_its_cpu_back",
+        11,
+        false,
+    );
+}

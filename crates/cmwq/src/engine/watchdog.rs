@@ -178,7 +178,10 @@ fn run() {
         if idle(&GATE) {
             GATE.park_if(idle, std::thread::park);
             last_tick = Instant::now();
-            look = None;
+            // Workers just became busy: look once a look's period from now
+            // (a worker that blocks in its first item is seen then, not a
+            // whole tick later); the look says whether to go on looking.
+            look = Some(super::pool::LOOK);
             continue;
         }
         let to_tick = TICK.saturating_sub(last_tick.elapsed());

@@ -61,8 +61,6 @@
 //! changed (a few syscalls under the lock, only when the set changes or a
 //! worker starts).
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{MAX_POOLS, NEXT_POOL, Pool, PoolInner, WState, get_pool, unlock_wake};
@@ -222,64 +220,12 @@ fn cpuset_cpus() -> Option<Vec<usize>> {
     v
 }
 
-/// A cgroup hierarchy's mount point and the cgroup path it shows as its root.
-type Mount = Option<(PathBuf, String)>;
-
-/// Where the cgroup hierarchies are mounted: the v1 cpuset one and the v2
-/// one. Read once.
-fn mounts() -> &'static (Mount, Mount) {
-    static M: OnceLock<(Mount, Mount)> = OnceLock::new();
-    M.get_or_init(|| {
-        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let (mut v1, mut v2) = (None, None);
-        for line in text.lines() {
-            // id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-            let f: Vec<&str> = line.split(' ').collect();
-            let Some(dash) = f.iter().position(|&x| x == "-") else {
-                continue;
-            };
-            let (Some(root), Some(mnt)) = (f.get(3), f.get(4)) else {
-                continue;
-            };
-            let fstype = f.get(dash + 1).copied().unwrap_or("");
-            let superopts = f.get(dash + 3).copied().unwrap_or("");
-            let at = (PathBuf::from(mnt), root.to_string());
-            if fstype == "cgroup2" && v2.is_none() {
-                v2 = Some(at);
-            } else if fstype == "cgroup"
-                && superopts.split(',').any(|o| o == "cpuset")
-                && v1.is_none()
-            {
-                v1 = Some(at);
-            }
-        }
-        (v1, v2)
-    })
-}
-
-/// Reads the cpuset of the cgroup the process is in now (it may be moved).
+/// Reads the cpuset of the cgroup the process is in now (it may be moved):
+/// the one reader of `crate::cpuset`, which `cmwq topology` uses too.
 fn read_cpuset() -> Option<Vec<usize>> {
-    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let (v1, v2) = mounts();
-    let file_in = |(mnt, root): &(PathBuf, String), path: &str, names: &[&str]| {
-        let rel = path.strip_prefix(root.as_str()).unwrap_or(path);
-        let dir = mnt.join(rel.trim_start_matches('/'));
-        names.iter().find_map(|n| {
-            let t = std::fs::read_to_string(dir.join(n)).ok()?;
-            crate::topology::parse_cpulist(t.trim()).ok()
-        })
-    };
-    for line in cg.lines() {
-        let mut p = line.splitn(3, ':');
-        let (_, ctrl, path) = (p.next()?, p.next()?, p.next()?);
-        if ctrl.split(',').any(|c| c == "cpuset")
-            && let Some(m) = v1
-        {
-            return file_in(m, path, &["cpuset.effective_cpus", "cpuset.cpus"]);
-        }
-    }
-    let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
-    file_in(v2.as_ref()?, path, &["cpuset.cpus.effective"])
+    crate::cpuset::read_cpuset(std::path::Path::new("/"))
+        .ok()
+        .flatten()
 }
 
 /// Every pool made so far.

@@ -115,7 +115,7 @@ pub(crate) use registry::{
 };
 #[cfg(feature = "failure-injection")]
 pub use registry::{debug_fail_worker_creation, debug_kill_next_worker};
-pub(crate) use sleep::look_all;
+pub(crate) use sleep::{LOOK, look_all};
 pub(crate) use snap::pool_snaps;
 pub(crate) use tick::tick_all;
 pub use tick::{BlockingGuard, blocking};
@@ -283,6 +283,10 @@ struct WorkerSlot {
     /// L: handed its unit back while it does not count (blocked); takes
     /// it back when it counts again.
     budget_lent: bool,
+    /// L: away as a guest of a partner pool (see [`lane`]), counted in its
+    /// lane's `nr_lent` unless blocked: its CPU's share, as a counted worker
+    /// is in `nr_running`, and given back the same way when it sleeps.
+    lent: bool,
 }
 
 impl WorkerSlot {
@@ -311,6 +315,7 @@ impl WorkerSlot {
             cm_exempt: false,
             budgeted: false,
             budget_lent: false,
+            lent: false,
         }
     }
 }
@@ -661,7 +666,11 @@ impl PoolInner {
         self.workers[me].blocked |= why;
         if was == 0 && managed {
             let h = self.workers[me].lane;
-            self.lanes[h].nr_running -= 1;
+            if self.workers[me].lent {
+                self.lanes[h].nr_lent -= 1;
+            } else {
+                self.lanes[h].nr_running -= 1;
+            }
             self.budget_lend(me);
             return true;
         }
@@ -674,8 +683,12 @@ impl PoolInner {
         self.workers[me].blocked &= !why;
         if was != 0 && self.workers[me].blocked == 0 && managed {
             let h = self.workers[me].lane;
-            self.lanes[h].nr_running += 1;
-            self.lanes[h].runner = me;
+            if self.workers[me].lent {
+                self.lanes[h].nr_lent += 1;
+            } else {
+                self.lanes[h].nr_running += 1;
+                self.lanes[h].runner = me;
+            }
             self.budget_unlend(me);
         }
     }

@@ -4,22 +4,33 @@
 //!
 //! Both read a worker's context-switch records where it has a probe
 //! ([`crate::switches`]): no syscall, so the queue path can afford it. A
-//! counted worker found asleep for [`MIN_ASLEEP`] or more leaves `nr_running`
+//! counted worker found asleep inside its item's callback, or for
+//! [`MIN_ASLEEP`] or more outside it, leaves `nr_running`
 //! (`BLOCKED_SAMPLED`) and a worker is woken for what waits; one found
 //! running again counts again, as the kernel's `wq_worker_running` has it
 //! (its item's end also clears the mark). A preempted worker is runnable and
 //! keeps its place, as in the kernel.
+//!
+//! A worker lent to a partner pool of the pod (a guest there, see
+//! [`lane`](super::lane)) holds its own CPU's share in `nr_lent` instead of
+//! `nr_running`; it is looked at the same way, and a sleep gives that share
+//! back. Before this, a guest asleep in a partner's item kept its own CPU's
+//! lane from waking anyone for as long as it slept: `cmwq mix` at 20 ms
+//! blocks showed its CPU's items waiting 10-20 ms in some runs, annotated or
+//! not (`engine_lanes`' `a_lent_worker_that_blocks_*` tests).
 //!
 //! A worker with no probe (a pool that has not been seen to block yet, or
 //! `perf_event_open` refused) is read through `/proc/self/task/TID/stat` by
 //! the watchdog's look, outside the pool lock: at each tick while its pool
 //! has waiting work (two reads per 10 ms on this machine), and between ticks
 //! only once it has stayed on one item since the previous look (a pool of
-//! short items costs no reads).
+//! short items costs no reads, only the look's pass under the lock).
 //! The first sleep the sampler sees in a pool turns probes on for its
-//! workers (`Pool::blocks`) and puts the pool on the 1 ms look; a pool whose
-//! items were never seen to block is looked at once per tick (10 ms), so it
-//! pays neither for records nor for the faster look.
+//! workers (`Pool::blocks`). Every managed pool with waiting work is looked
+//! at every [`LOOK`], and the watchdog's first look after it wakes from
+//! idle comes one [`LOOK`] later, not a tick later: a pool whose first item
+//! blocks for 20 ms is seen within a millisecond or two, where it used to
+//! wait for the next 10 ms tick with its items piling up behind the sleeper.
 //!
 //! Why both places: the queue path sees a sleeper the moment new work needs
 //! its CPU (an item queued behind a worker asleep in a 2 ms read starts
@@ -54,12 +65,18 @@ enum Seen {
 }
 
 impl Seen {
-    /// From a probe: asleep only past [`MIN_ASLEEP`]; `None` while a sleep is
-    /// too young to tell from a wait for a lock (its remaining time is put in
-    /// `next`, so the watchdog looks again then).
-    fn of_probe(s: RunState, next: &mut Duration) -> Option<Seen> {
+    /// From a probe: asleep at once inside an item's callback, else only past
+    /// [`MIN_ASLEEP`]; `None` while a sleep is too young to tell from a wait
+    /// for a lock (its remaining time is put in `next`, so the watchdog looks
+    /// again then).
+    fn of_probe(p: &SwitchProbe, mono: &mut LazyMono, next: &mut Duration) -> Option<Seen> {
+        Seen::of_run_state(p.state(mono), p.in_item(), next)
+    }
+
+    /// [`of_probe`](Self::of_probe) from what the probe read.
+    fn of_run_state(s: RunState, in_item: bool, next: &mut Duration) -> Option<Seen> {
         match s {
-            RunState::Asleep(d) if d >= MIN_ASLEEP => Some(Seen::Asleep),
+            RunState::Asleep(d) if d >= MIN_ASLEEP || in_item => Some(Seen::Asleep),
             RunState::Asleep(d) => {
                 *next = (*next).min(MIN_ASLEEP - d);
                 None
@@ -87,12 +104,16 @@ impl PoolInner {
         match seen {
             Seen::Asleep if w.blocked == 0 => {
                 let (slot, tid) = (w.current_pwq as usize, w.tid);
+                let own = w.current != 0;
                 self.mark_out(i, BLOCKED_SAMPLED, true);
-                self.pwqs[slot].stats.sampled += 1;
+                if own {
+                    self.pwqs[slot].stats.sampled += 1;
+                }
                 trace::blocked_sampled(
                     self.pool_id,
                     tid,
-                    self.pwqs[slot].wq.as_ref().map(|w| w.name.as_str()),
+                    own.then(|| self.pwqs[slot].wq.as_ref().map(|w| w.name.as_str()))
+                        .flatten(),
                 );
                 true
             }
@@ -113,7 +134,7 @@ impl PoolInner {
     /// to block) nobody can be seen asleep: one flag, inlined into `kick`.
     #[inline]
     pub(super) fn wake_past_sleeper(&mut self, h: usize, cap: usize) -> Option<Wake> {
-        if !self.probed || self.lanes[h].nr_running == 0 {
+        if !self.probed || self.lanes[h].nr_running + self.lanes[h].nr_lent == 0 {
             // No probe, or not free for a worker on its way or lent, not for
             // one that runs: no runner to look at (and no scan for one).
             return None;
@@ -134,10 +155,9 @@ impl PoolInner {
         let w = &self.workers[r];
         let probe = w.probe.as_ref()?;
         let mut later = Duration::MAX;
-        if Seen::of_probe(probe.state(&mut LazyMono::default()), &mut later) != Some(Seen::Asleep) {
+        if Seen::of_probe(probe, &mut LazyMono::default(), &mut later) != Some(Seen::Asleep) {
             return None;
         }
-        let slot = w.current_pwq as usize;
         self.note_seen(r, Seen::Asleep);
         if !self.lanes[h].unserved(cap) {
             return None;
@@ -145,7 +165,7 @@ impl PoolInner {
         let wake = self.wake_for(h, false);
         if wake.is_some() || self.nr_starting > 0 {
             // Woken, or a worker on its way up takes the item.
-            self.pwqs[slot].stats.cm_wakeup += 1;
+            self.count_cm_wakeup(r);
         }
         wake
     }
@@ -179,13 +199,32 @@ impl Pool {
 }
 
 impl super::WorkerSlot {
-    /// Runs an item homed on lane `h` and counts in its `nr_running`.
+    /// Holds a share of lane `h`'s CPU: runs an item homed there and counts
+    /// in its `nr_running`, or is lent to a partner pool and counts in its
+    /// `nr_lent`.
     fn counted_on(&self, h: usize) -> bool {
-        self.current != 0
-            && self.blocked == 0
-            && self.lane == h
+        self.blocked == 0 && self.lane == h && self.watched()
+    }
+
+    /// What a look reads: a worker of this pool in an item (or in what its
+    /// last item left to drop), or away in a partner pool's item, that
+    /// concurrency management may take out of its count.
+    fn watched(&self) -> bool {
+        (self.current != 0 || self.lent)
             && self.state == WState::Running
+            && self.tid != 0
             && !self.cm_exempt
+    }
+}
+
+impl PoolInner {
+    /// Counts a concurrency-managed wakeup on behalf of worker `i` on its
+    /// item's pwq (a lent worker's item is the partner pool's: not counted).
+    pub(super) fn count_cm_wakeup(&mut self, i: usize) {
+        if self.workers[i].current != 0 {
+            let slot = self.workers[i].current_pwq as usize;
+            self.pwqs[slot].stats.cm_wakeup += 1;
+        }
     }
 }
 
@@ -197,20 +236,19 @@ struct ProcLook {
 }
 
 impl Pool {
-    /// The watchdog's look at this pool (see the module docs); between ticks
-    /// (`tick` false) only at a pool seen to block. Returns when it wants to
-    /// look again before the next tick: `None` when nothing here needs it
-    /// (not managed, never seen to block, or no waiting work and no worker out
-    /// for a sleep).
+    /// The watchdog's look at this pool (see the module docs). Returns when it
+    /// wants to look again before the next tick: `None` when nothing here
+    /// needs it (not managed, or no waiting work and no worker out for a
+    /// sleep).
     pub(crate) fn look(&'static self, mono: &mut LazyMono, tick: bool) -> Option<Duration> {
-        if !self.managed || !(tick || self.blocks.load(Ordering::Relaxed)) {
+        if !self.managed {
             return None;
         }
         let mut g = self.lock();
         let watched = g.has_work()
             || g.workers
                 .iter()
-                .any(|w| w.current != 0 && w.blocked & BLOCKED_SAMPLED != 0);
+                .any(|w| w.watched() && w.blocked & BLOCKED_SAMPLED != 0);
         if !watched {
             return None;
         }
@@ -218,17 +256,22 @@ impl Pool {
         let mut wake = Vec::new();
         let mut reads = Vec::new();
         let mut slept = false;
+        // Someone to look at next time: a worker in an item that may fall
+        // asleep or wake. Without one (the pool's workers cannot start, or
+        // every one is exempt) the pool waits for the tick, not the look.
+        let mut again = false;
         let mut i = 0;
         while i < g.workers.len() {
             let w = &g.workers[i];
             // An exempt worker (its thread cleared `PF_WQ_WORKER`) is not
             // the pool's to take out of `nr_running`, as in the kernel.
-            if w.current == 0 || w.state != WState::Running || w.tid == 0 || w.cm_exempt {
+            if !w.watched() {
                 i += 1;
                 continue;
             }
+            again = true;
             let seen = match w.probe.as_ref() {
-                Some(p) => Seen::of_probe(p.state(mono), &mut next),
+                Some(p) => Seen::of_probe(p, mono, &mut next),
                 None => {
                     let out = w.blocked & BLOCKED_SAMPLED != 0;
                     // Out for a sleep (has it woken?), or counted while work
@@ -263,7 +306,7 @@ impl Pool {
             for (r, state) in reads.iter().zip(states) {
                 let w = &g.workers[r.i];
                 // Moved on to another item, or another thread holds the slot.
-                if w.seq != r.seq || w.tid != r.tid || w.current == 0 {
+                if w.seq != r.seq || w.tid != r.tid || !w.watched() {
                     continue;
                 }
                 if let Some(c) = state
@@ -288,7 +331,7 @@ impl Pool {
         if slept {
             self.note_blocks();
         }
-        self.blocks.load(Ordering::Relaxed).then_some(next)
+        again.then_some(next)
     }
 
     /// Worker `i` just left `nr_running` (asleep, or a CPU hog): wake a
@@ -299,13 +342,13 @@ impl Pool {
         i: usize,
         wake: &mut Vec<Wake>,
     ) -> crate::sync::MutexGuard<'a, PoolInner> {
-        let (h, slot) = (g.workers[i].lane, g.workers[i].current_pwq as usize);
+        let h = g.workers[i].lane;
         if let Some(t) = g.kick(h) {
-            g.pwqs[slot].stats.cm_wakeup += 1;
+            g.count_cm_wakeup(i);
             wake.push(t);
         } else if g.nr_starting > 0 {
             // A worker on its way up takes the item.
-            g.pwqs[slot].stats.cm_wakeup += 1;
+            g.count_cm_wakeup(i);
         } else if g.starving(g.cap) && !g.manager_active {
             g = self.create_worker(g, h);
         }
@@ -330,4 +373,44 @@ pub(crate) fn look_all(tick: bool) -> Option<Duration> {
         }
     }
     next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleep_in_the_callback_counts_at_once_one_between_items_after_min_asleep() {
+        let young = RunState::Asleep(MIN_ASLEEP / 5);
+        let mut next = Duration::MAX;
+        assert!(Seen::of_run_state(young, true, &mut next) == Some(Seen::Asleep));
+        assert_eq!(next, Duration::MAX, "nothing to look at again");
+        assert!(Seen::of_run_state(young, false, &mut next).is_none());
+        assert_eq!(
+            next,
+            MIN_ASLEEP - MIN_ASLEEP / 5,
+            "look again once it is old enough"
+        );
+        let old = RunState::Asleep(MIN_ASLEEP);
+        assert!(Seen::of_run_state(old, false, &mut next) == Some(Seen::Asleep));
+        for awake in [RunState::Running, RunState::Preempted] {
+            assert!(Seen::of_run_state(awake, true, &mut next) == Some(Seen::Awake));
+        }
+    }
+
+    #[test]
+    fn a_probe_sees_its_threads_in_item_flag() {
+        let Some(probe) = SwitchProbe::open_current() else {
+            eprintln!("perf_event_open refused here: nothing to check");
+            return;
+        };
+        assert!(!probe.in_item());
+        switches::in_item(true);
+        assert!(
+            probe.in_item(),
+            "set on the probe's thread, read through the probe"
+        );
+        switches::in_item(false);
+        assert!(!probe.in_item());
+    }
 }

@@ -309,8 +309,10 @@ impl BlockingGuard {
             return BlockingGuard { slot: None };
         };
         let mut g = pool.lock();
+        // A worker lent to a partner pool runs that pool's item: it gives
+        // its own lane's share back (`nr_lent`), as a counted worker would.
         if g.workers[me].blocked & BLOCKED_ANNOTATED != 0
-            || g.workers[me].current == 0
+            || (g.workers[me].current == 0 && !g.workers[me].lent)
             || g.workers[me].state.borrowed()
             || g.workers[me].cm_exempt
         {
@@ -326,8 +328,7 @@ impl BlockingGuard {
         let wake = g.kick(h);
         if wake.is_some() || g.nr_starting > 0 {
             // Woken, or a worker on its way up takes the pool's next item.
-            let slot = g.workers[me].current_pwq;
-            g.pwqs[slot as usize].stats.cm_wakeup += 1;
+            g.count_cm_wakeup(me);
         } else if g.starving(g.cap) && !g.manager_active {
             g = pool.create_worker(g, h);
         }

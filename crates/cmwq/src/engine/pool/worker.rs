@@ -23,7 +23,7 @@ use crate::engine::workqueue::WqInner;
 use crate::hist::ItemTimes;
 use crate::priority::PoolPrio;
 use crate::sched;
-use crate::switches::SwitchProbe;
+use crate::switches::{self, SwitchProbe};
 use crate::sync::MutexGuard;
 use crate::trace;
 
@@ -355,6 +355,7 @@ fn help_as_guest(
     let h = g.workers[me].lane;
     if !g.work_for(h) && g.budget_take(me, to) {
         g.lanes[h].nr_lent += 1;
+        g.workers[me].lent = true;
         pool.update_lendable(&g);
         drop(g);
         exit.lent = true;
@@ -363,7 +364,13 @@ fn help_as_guest(
         watchdog::busy_exit();
         exit.lent = false;
         g = pool.lock();
+        if g.workers[me].blocked != 0 {
+            // Seen asleep over there and not seen awake since: counts again
+            // (in `nr_lent`) before it leaves it.
+            g.mark_in(me, u8::MAX, pool.managed);
+        }
         g.lanes[h].nr_lent -= 1;
+        g.workers[me].lent = false;
         g.lanes[h].stats.stole += ran;
     }
     g
@@ -472,7 +479,11 @@ impl Pool {
         let mut g = self.lock();
         let h = g.workers[me].lane;
         if lent {
-            g.lanes[h].nr_lent -= 1;
+            if !self.managed || g.workers[me].blocked == 0 {
+                g.lanes[h].nr_lent -= 1;
+            }
+            g.workers[me].lent = false;
+            g.workers[me].blocked = 0;
             watchdog::busy_exit();
         }
         match g.workers[me].state {
@@ -681,7 +692,9 @@ fn process_one_work<'a>(
     times.start();
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
+    switches::in_item(true);
     let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
+    switches::in_item(false);
     times.end();
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
     // catch their own). The handlers run as part of the item: what the item
