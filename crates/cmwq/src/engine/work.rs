@@ -1,6 +1,7 @@
 //! Work items: a callback and one atomic state word.
 //!
-//! The state word carries the kernel's `PENDING` bit and a disable depth. Whoever
+//! The state word carries the kernel's `PENDING` bit, a disable depth and
+//! whether the item is a one-off job's (`ONCE`). Whoever
 //! sets `PENDING` owns the next *queue cycle*: that thread, and only that thread,
 //! puts the item on a list; the worker that takes it off clears `PENDING` under
 //! the pool lock before it calls the callback, so the callback may queue its own
@@ -30,6 +31,14 @@ use std::sync::Arc;
 use crate::sync::model::{Condvar, Level, Mutex, dekker_point};
 
 pub(crate) const PENDING: u32 = 1;
+/// A one-off job's cell (`spawn`, `execute`): queued once, never again, so
+/// the worker leaves its PENDING bit alone. Set only while nobody else holds
+/// the cell (made or reset with `&mut`); every read-modify-write of the word
+/// keeps it (they set or clear PENDING, or add or take a disable, which a
+/// one-off cell never gets). A bit of `state` rather than a `bool` of its
+/// own: the byte a `bool` takes would pad the cell's header from 48 to 56
+/// bytes, and a spawned job's cell past glibc's 128-byte chunk.
+const ONCE: u32 = 1 << 1;
 const DISABLE_ONE: u32 = 1 << 16;
 /// The deepest disable depth the state word holds (its upper 16 bits): a
 /// `disable` past it leaves the depth there (and says so once), as the
@@ -113,7 +122,7 @@ impl<F: Fn() + Send + Sync + 'static> Job for Labeled<F> {
 ///
 /// Locking (see the engine's module docs):
 ///
-/// - `state` A: PENDING and the disable depth. `SeqCst` read-modify-writes:
+/// - `state` A: PENDING, ONCE and the disable depth. `SeqCst` read-modify-writes:
 ///   the claim (`try_claim`, success and its RMW on failure) pairs with the
 ///   worker's `clear_pending`, so whatever a queuer stored before a failed
 ///   claim is seen by the run that was pending (the kernel's fully ordered
@@ -140,7 +149,8 @@ impl<F: Fn() + Send + Sync + 'static> Job for Labeled<F> {
 ///   takes the pool lock and read by the worker under that lock before it
 ///   clears PENDING, so no later queue overwrites it first. `Relaxed`:
 ///   ordered by the pool lock.
-/// - `once` I (reset with the rest by `reset_claimed`, which has `&mut`).
+/// - ONCE (in `state`) I: written only with `&mut` (`new_claimed`,
+///   `reset_claimed`); read with a `Relaxed` load.
 /// - `func` I.
 pub(crate) struct WorkCell<J: ?Sized> {
     pub(crate) state: AtomicU32,
@@ -153,9 +163,6 @@ pub(crate) struct WorkCell<J: ?Sized> {
     pub(crate) queued_at: AtomicU64,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
-    /// A one-off job's cell (`spawn`, `execute`): queued once, never again,
-    /// so the worker leaves its PENDING bit alone.
-    pub(crate) once: bool,
     pub(crate) func: J,
 }
 
@@ -174,7 +181,6 @@ impl<J> WorkCell<J> {
             queued_at: AtomicU64::new(0),
             wait_lock: Mutex::new_at(Level::Wait, ()),
             wait_cv: Condvar::new(),
-            once: false,
             func,
         }
     }
@@ -185,10 +191,9 @@ impl<J> WorkCell<J> {
     /// two fully ordered read-modify-writes do for an item others share; the
     /// pool lock that queues it publishes them to the worker.
     pub(crate) fn new_claimed(func: J) -> WorkCell<J> {
-        let mut c = WorkCell::new(func);
-        c.state.store(PENDING, Ordering::Relaxed);
+        let c = WorkCell::new(func);
+        c.state.store(PENDING | ONCE, Ordering::Relaxed);
         c.queued.store(1, Ordering::Relaxed);
-        c.once = true;
         c
     }
 
@@ -198,12 +203,11 @@ impl<J> WorkCell<J> {
     /// cell. The counters start over: nobody waits on a unique cell's last
     /// cycle.
     pub(crate) fn reset_claimed(&mut self, func: J) {
-        self.state.store(PENDING, Ordering::Relaxed);
+        self.state.store(PENDING | ONCE, Ordering::Relaxed);
         self.pool.store(0, Ordering::Relaxed);
         self.queued.store(1, Ordering::Relaxed);
         self.done.store(0, Ordering::Relaxed);
         self.waiters.store(0, Ordering::Relaxed);
-        self.once = true;
         self.func = func;
     }
 }
@@ -214,6 +218,13 @@ pub(crate) fn addr<J: ?Sized>(w: &WorkCell<J>) -> usize {
 }
 
 impl<J: ?Sized> WorkCell<J> {
+    /// A one-off job's cell (`spawn`, `execute`): queued once, never again,
+    /// so the worker leaves its PENDING bit alone (see [`ONCE`]).
+    #[inline]
+    pub(crate) fn once(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & ONCE != 0
+    }
+
     /// Takes the next queue cycle: sets PENDING unless it is set or the work is disabled.
     pub(crate) fn try_claim(&self) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
@@ -346,7 +357,7 @@ impl WorkInner {
     /// this would wait forever for a push that never comes (its handle's
     /// `cancel` steals by address instead).
     pub(crate) fn grab_pending(self: &Arc<Self>) -> bool {
-        debug_assert!(!self.once, "grab_pending on a one-off job's cell");
+        debug_assert!(!self.once(), "grab_pending on a one-off job's cell");
         loop {
             if self.state.load(Ordering::SeqCst) & PENDING == 0 {
                 return false;

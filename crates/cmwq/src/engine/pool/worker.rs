@@ -400,7 +400,7 @@ fn run_busy(
         };
         // A one-off job runs once: no other instance can be running
         // (its cell is reused only after the busy table let go of it).
-        if !item.work.once
+        if !item.work.once()
             && let Some(other) = g.find_executing(&item.work).filter(|&o| o != me)
         {
             // Non-reentrancy inside the pool: the item waits for its running instance.
@@ -671,7 +671,7 @@ fn process_one_work<'a>(
     };
     let mut times = ItemTimes::queued_at(stamp);
     // A one-off job is never queued again, so nothing reads its PENDING bit.
-    if !work.once {
+    if !work.once() {
         work.clear_pending();
     }
     let managed = pool.managed && counted;
@@ -762,7 +762,7 @@ fn release_item<'a>(
     stale: Option<Arc<WqInner>>,
     managed: bool,
 ) -> MutexGuard<'a, PoolInner> {
-    let release = !work.once || stale.is_some();
+    let release = !work.once() || stale.is_some();
     if release {
         // Busy while a destructor may run, but under no item's address: the
         // item is done with and `flush` has returned for it, so a queue of it
