@@ -60,7 +60,30 @@ impl Backoff {
     }
 }
 
+/// Workers on their way up at once, at most, when blocked workers start
+/// their own replacements ([`PoolInner::may_create_ahead`]).
+const MAX_STARTING: usize = 4;
+
 impl PoolInner {
+    /// A worker just left `nr_running` (it blocked) and no idle worker could
+    /// be woken for the work that waits: start one even while another is on
+    /// its way up, up to [`MAX_STARTING`] at once.
+    ///
+    /// The manager rule starts one worker at a time, when the last idle one
+    /// is taken (the kernel's `POOL_MANAGER_ACTIVE`), which is enough while
+    /// blocks are rare. When items block one after another (`cmwq mix`: one
+    /// in ten items sleeps 20 ms, so a pool needs 30-40 more workers within
+    /// 20 ms of a cold start), one start at a time left items waiting 2-6 ms
+    /// behind the chain of starts. Each block now starts its own replacement,
+    /// as the kernel's scheduler hook finds an idle worker for each: the
+    /// thread that blocked pays for the start (it is about to sleep), and
+    /// the starts overlap.
+    pub(super) fn may_create_ahead(&self) -> bool {
+        self.nr_starting < MAX_STARTING
+            && self.lanes.iter().all(|l| l.idle.is_empty())
+            && self.need_more_worker(self.cap)
+    }
+
     /// The kernel's cull rule: more than [`MIN_IDLE_KEPT`] idle, and idle
     /// beyond that is at least a quarter ([`MAX_IDLE_WORKERS_RATIO`]) of busy.
     pub(super) fn too_many_workers(&self) -> bool {

@@ -346,10 +346,13 @@ impl Pool {
         if let Some(t) = g.kick(h) {
             g.count_cm_wakeup(i);
             wake.push(t);
-        } else if g.nr_starting > 0 {
+            return g;
+        }
+        if g.nr_starting > 0 {
             // A worker on its way up takes the item.
             g.count_cm_wakeup(i);
-        } else if g.starving(g.cap) && !g.manager_active {
+        }
+        if g.may_create_ahead() {
             g = self.create_worker(g, h);
         }
         g

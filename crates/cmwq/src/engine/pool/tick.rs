@@ -329,7 +329,8 @@ impl BlockingGuard {
         if wake.is_some() || g.nr_starting > 0 {
             // Woken, or a worker on its way up takes the pool's next item.
             g.count_cm_wakeup(me);
-        } else if g.starving(g.cap) && !g.manager_active {
+        }
+        if wake.is_none() && g.may_create_ahead() {
             g = pool.create_worker(g, h);
         }
         unlock_wake(pool, g, wake);
