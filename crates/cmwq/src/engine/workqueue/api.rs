@@ -554,19 +554,42 @@ impl Workqueue {
 
     /// The workqueue's counters.
     pub fn stats(&self) -> WorkqueueStats {
+        self.stats_of(self.sum_pwqs(false).0)
+    }
+
+    /// [`stats`](Self::stats) and [`latency`](Self::latency) read together,
+    /// as a snapshot has them: each pwq's counters and histograms under one
+    /// hold of its pool's lock, where a worker updates both when an item
+    /// ends, so `completed` and the latency counts agree. Read one after the
+    /// other, items that ended in between were in one and not the other
+    /// (`cmwq monitor`'s interval deltas disagreed by a few items under load).
+    pub(crate) fn stats_and_latency(&self) -> (WorkqueueStats, Option<crate::hist::WqLatency>) {
+        let (sum, lat) = self.sum_pwqs(true);
+        (self.stats_of(sum), lat.snap())
+    }
+
+    /// The counters (and, with `lat`, the latency histograms) of every pwq
+    /// this queue has had, summed: under `WQ old`, so a pwq freed meanwhile
+    /// is counted once, in `dead_stats` (`dead_lat`) or here.
+    fn sum_pwqs(&self, lat: bool) -> (crate::types::PwqStats, crate::hist::PwqLatency) {
+        let mut hist = crate::hist::PwqLatency::new(lat && self.inner.latency);
+        let old = self.inner.old.lock();
+        let mut sum = old.dead_stats;
+        hist.add(&old.dead_lat);
+        for r in self.inner.pwqs().all.iter().chain(&old.retired) {
+            r.pool.with_pwq(r.id, |p| {
+                sum.add(&p.stats);
+                hist.add(&p.lat);
+            });
+        }
+        (sum, hist)
+    }
+
+    /// The public counters from the pwqs' sum.
+    fn stats_of(&self, sum: crate::types::PwqStats) -> WorkqueueStats {
         let mut out = WorkqueueStats {
             rejected: self.inner.stats.rejected.load(Ordering::Relaxed),
             ..WorkqueueStats::default()
-        };
-        let sum = {
-            // Under `WQ old`, so a pwq freed meanwhile is counted once: in
-            // `dead_stats` or here.
-            let old = self.inner.old.lock();
-            let mut sum = old.dead_stats;
-            for r in self.inner.pwqs().all.iter().chain(&old.retired) {
-                sum.add(&r.pool.pwq_stats(r.id));
-            }
-            sum
         };
         sum.write_to(&mut out);
         self.inner.bound_stats(&mut out);
@@ -593,15 +616,7 @@ impl Workqueue {
     /// assert!(lat.queue.p99().is_some());
     /// ```
     pub fn latency(&self) -> Option<crate::hist::WqLatency> {
-        let mut sum = crate::hist::PwqLatency::new(self.inner.latency);
-        // Under `WQ old`, as in `stats`: each pwq counted once.
-        let old = self.inner.old.lock();
-        sum.add(&old.dead_lat);
-        for r in self.inner.pwqs().all.iter().chain(&old.retired) {
-            r.pool.pwq_latency(r.id, &mut sum);
-        }
-        drop(old);
-        sum.snap()
+        self.sum_pwqs(true).1.snap()
     }
 
     /// The current attributes (the kernel's sysfs files of an unbound queue).

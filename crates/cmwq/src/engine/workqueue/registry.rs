@@ -150,6 +150,7 @@ impl Workqueue {
                 },
             }
         });
+        let (stats, latency) = self.stats_and_latency();
         let pwqs = inner
             .pwq_list()
             .iter()
@@ -169,10 +170,10 @@ impl Workqueue {
             attrs,
             node_nr_active: self.node_nr_active(),
             node_max_active: self.node_max_active(),
-            latency: self.latency(),
+            latency,
             rescuer,
             pwqs,
-            stats: self.stats(),
+            stats,
         }
     }
 }
