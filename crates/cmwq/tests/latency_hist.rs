@@ -213,8 +213,7 @@ fn a_snapshot_counts_each_completed_item_in_its_histograms() {
         }
         wq2.flush();
     });
-    let mut checked = 0;
-    for _ in 0..3000 {
+    for checked in 0..3000 {
         let snap = cmwq::snapshot();
         let w = snap
             .workqueues
@@ -226,7 +225,6 @@ fn a_snapshot_counts_each_completed_item_in_its_histograms() {
             w.stats.completed, run,
             "snapshot {checked}: completed and the run-time histogram's count"
         );
-        checked += 1;
     }
     stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
