@@ -57,6 +57,12 @@ pub struct MixArgs {
     /// block time) to FILE.svg (checked before the first run)
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Also write one CSV line per job to FILE.csv (executor, block time,
+    /// round, producer, job, whether it blocks, submit time in µs after the
+    /// run's start, queueing delay in ns, the CPU it started on): when and
+    /// where the delays happened, which the percentiles do not show
+    #[arg(long, value_name = "FILE.csv")]
+    pub trace: Option<PathBuf>,
 }
 
 /// Turn the arguments into a validated configuration.
@@ -71,6 +77,7 @@ pub fn config(a: &MixArgs) -> Result<MixConfig, String> {
     c.block_kind = a.block_kind.parse::<BlockKind>()?;
     c.cpu_us = a.cpu_us;
     c.rounds = a.rounds;
+    c.trace = a.trace.clone();
     if let Some(v) = &a.vs {
         c.vs = cmwq_lab::bench::parse_vs(v, &mix::peer_names())?;
     }

@@ -133,3 +133,49 @@ fn bad_arguments_are_named() {
         assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
     }
 }
+
+/// `--trace` writes a header and one line per job of every run: the three
+/// cmwq executors, one round, one block time, 2 producers x 40 jobs; the
+/// jobs that block are those of `--block-every 5`, and each line's numbers
+/// parse. A path that cannot be written is named before any run.
+#[test]
+fn trace_has_a_line_per_job() {
+    let dir = std::env::temp_dir().join(format!("cmwq-mix-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("jobs.csv");
+    let p = path.to_str().unwrap();
+    let out = cmwq(&[TINY, &["--block-us", "200", "--trace", p]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("executor,block_us,round,producer,job,blocks,submit_us,delay_ns,cpu")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3 * 2 * 40, "{text}");
+    for r in &rows {
+        assert_eq!(r.len(), 9, "{r:?}");
+        assert!(
+            ["cmwq", "cmwq_annotated", "cmwq_bound"].contains(&r[0]),
+            "{r:?}"
+        );
+        assert_eq!((r[1], r[2]), ("200", "0"), "{r:?}");
+        let (prod, job): (usize, usize) = (r[3].parse().unwrap(), r[4].parse().unwrap());
+        let blocks = (job + prod) % 5 == 0;
+        assert_eq!(r[5], if blocks { "1" } else { "0" }, "{r:?}");
+        for n in &r[6..] {
+            n.parse::<u64>()
+                .unwrap_or_else(|e| panic!("{n}: {e} in {r:?}"));
+        }
+    }
+    let bad = cmwq(&[TINY, &["--trace", "/nonexistent-dir/jobs.csv"]].concat());
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("--trace /nonexistent-dir/jobs.csv"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

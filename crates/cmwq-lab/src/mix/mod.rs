@@ -128,6 +128,10 @@ pub struct MixConfig {
     /// A run in which no job completes for this long fails (not in the JSON).
     #[serde(skip)]
     pub stall_timeout: Duration,
+    /// Where to write one CSV line per job (`--trace`; not in the JSON): see
+    /// [`runner::TRACE_HEADER`].
+    #[serde(skip)]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl MixConfig {
@@ -147,6 +151,7 @@ impl MixConfig {
             vs: Vec::new(),
             workers,
             stall_timeout: crate::bench::runner::STALL_TIMEOUT,
+            trace: None,
         }
     }
 

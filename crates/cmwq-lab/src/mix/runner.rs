@@ -182,9 +182,30 @@ pub struct MixReport {
     pub rows: Vec<MixRow>,
 }
 
+/// The first line of a `--trace` file; then one line per job of every run,
+/// in run order: the executor, the block time (µs), the round (from 0), the
+/// producer and the job's index in it, whether the job blocks (1) or burns
+/// CPU (0), when it was submitted (µs after the run's start gate opened),
+/// its queueing delay (ns) and the CPU it started on. It shows when and
+/// where a run's delays happened, which the percentiles do not: a stall of
+/// one CPU for a few milliseconds is a run of consecutive jobs there.
+pub const TRACE_HEADER: &str = "executor,block_us,round,producer,job,blocks,submit_us,delay_ns,cpu";
+
+/// Creates (or truncates) the trace file and writes its header: before the
+/// first run, so a path that cannot be written is said at once.
+fn trace_start(path: &std::path::Path) -> Result<(), String> {
+    std::fs::write(path, format!("{TRACE_HEADER}\n"))
+        .map_err(|e| format!("--trace {}: {e}", path.display()))
+}
+
 /// Per job: its delay and how often it ran; the completion the main thread waits on.
 struct Shared {
     delay_ns: Vec<AtomicU64>,
+    /// With `--trace`: when each job was submitted (ns after `base`) and the
+    /// CPU it started on; empty without.
+    submit_ns: Vec<AtomicU64>,
+    cpu: Vec<AtomicU32>,
+    base: Instant,
     count: Vec<AtomicU32>,
     done: Completion,
     blocker: Blocker,
@@ -198,6 +219,11 @@ impl Shared {
         let d = at.elapsed().as_nanos().min(u64::MAX as u128) as u64;
         self.count[idx].fetch_add(1, Ordering::Relaxed);
         self.delay_ns[idx].store(d, Ordering::Relaxed);
+        if let (Some(s), Some(c)) = (self.submit_ns.get(idx), self.cpu.get(idx)) {
+            let since = at.saturating_duration_since(self.base).as_nanos();
+            s.store(since.min(u64::MAX as u128) as u64, Ordering::Relaxed);
+            c.store(sys::current_cpu() as u32, Ordering::Relaxed);
+        }
         if !blocks {
             self.burn.run();
         } else if self.annotated {
@@ -213,6 +239,9 @@ impl Shared {
 /// `progress` is called before every run and once at the end.
 pub fn run_mix(cfg: &MixConfig, mut progress: impl FnMut(&Progress)) -> Result<MixReport, String> {
     cfg.validate()?;
+    if let Some(path) = &cfg.trace {
+        trace_start(path)?;
+    }
     let cpus = sys::allowed_cpus();
     let execs = executors(&cfg.vs);
     let total = cfg.rounds * cfg.block_us.len() * execs.len();
@@ -377,8 +406,12 @@ pub fn run_once(
 ) -> Result<MixRun, String> {
     let n = cfg.producers * cfg.jobs;
     let blocker = Blocker::start(cfg.block_kind, Duration::from_micros(block_us))?;
+    let traced = if cfg.trace.is_some() { n } else { 0 };
     let sh = Arc::new(Shared {
         delay_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        submit_ns: (0..traced).map(|_| AtomicU64::new(0)).collect(),
+        cpu: (0..traced).map(|_| AtomicU32::new(0)).collect(),
+        base: Instant::now(),
         count: (0..n).map(|_| AtomicU32::new(0)).collect(),
         done: Completion::new(),
         blocker,
@@ -401,7 +434,7 @@ pub fn run_once(
     sh.done.expect(n as u64);
     let (gate, end) = (Gate::default(), Gate::default());
     let stop = AtomicBool::new(false);
-    let (wall, usage, peak, ok) = thread::scope(|s| {
+    let (wall, usage, peak, ok, opened) = thread::scope(|s| {
         let sampler = thread::Builder::new()
             .name("mix/sampler".into())
             .spawn_scoped(s, || {
@@ -423,6 +456,7 @@ pub fn run_once(
                 }
             }
         }
+        let opened = Instant::now();
         gate.release(true);
         let u0 = Usage::now();
         let t0 = Instant::now();
@@ -436,7 +470,7 @@ pub fn run_once(
                 .map_err(|x| format!("producer {p}: {}", crate::limits::panic_message(&*x)))?;
         }
         let peak = sampler.join().map_err(|_| "the sampler panicked")?;
-        Ok((wall, usage, peak, ok))
+        Ok((wall, usage, peak, ok, opened))
     })?;
     if !ok {
         return Err(format!(
@@ -448,6 +482,10 @@ pub fn run_once(
     let fallbacks = sh.blocker.failures();
     let cm = pool.cm_counters();
     drop(pool);
+    if let Some(path) = &cfg.trace {
+        let open_ns = opened.saturating_duration_since(sh.base).as_nanos() as u64;
+        write_trace(path, cfg, e, block_us, round, &sh, open_ns)?;
+    }
     let (mut cpu, mut blk) = (Vec::new(), Vec::new());
     let (mut ran_once, mut runs) = (0u64, 0u64);
     for p in 0..cfg.producers {
@@ -498,4 +536,42 @@ pub fn run_once(
         block_fallbacks: fallbacks.as_ref().map_or(0, |f| f.0),
         block_error: fallbacks.map(|f| f.1),
     })
+}
+
+/// Appends one run's lines to the `--trace` file (see [`TRACE_HEADER`]).
+fn write_trace(
+    path: &std::path::Path,
+    cfg: &MixConfig,
+    e: MixExecutor,
+    block_us: u64,
+    round: usize,
+    sh: &Shared,
+    open_ns: u64,
+) -> Result<(), String> {
+    use std::io::Write;
+    let err = |e: std::io::Error| format!("--trace {}: {e}", path.display());
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(err)?;
+    let mut w = std::io::BufWriter::new(f);
+    for p in 0..cfg.producers {
+        for i in 0..cfg.jobs {
+            let idx = p * cfg.jobs + i;
+            let at = sh.submit_ns[idx]
+                .load(Ordering::Relaxed)
+                .saturating_sub(open_ns);
+            writeln!(
+                w,
+                "{},{block_us},{round},{p},{i},{},{},{},{}",
+                e.name(),
+                u8::from(cfg.blocks(p, i)),
+                at / 1000,
+                sh.delay_ns[idx].load(Ordering::Relaxed),
+                sh.cpu[idx].load(Ordering::Relaxed),
+            )
+            .map_err(err)?;
+        }
+    }
+    w.flush().map_err(err)
 }
