@@ -213,19 +213,15 @@ fn pods_thread() {
 /// R cpuset: the cpuset as last read, intersected on the ticks between reads.
 static LAST_CPUSET: Mutex<Option<Vec<usize>>> = Mutex::new_at(Level::RLastCpuset, None);
 
-/// The process's cgroup cpuset (`None`: no cpuset controller, or unreadable).
+/// The cpuset of the cgroup the process is in now (it may be moved; `None`:
+/// no cpuset controller, or unreadable), read by `crate::cpuset`, the reader
+/// `cmwq topology` uses too.
 fn cpuset_cpus() -> Option<Vec<usize>> {
-    let v = read_cpuset();
+    let v = crate::cpuset::read_cpuset(std::path::Path::new("/"))
+        .ok()
+        .flatten();
     *LAST_CPUSET.lock() = v.clone();
     v
-}
-
-/// Reads the cpuset of the cgroup the process is in now (it may be moved):
-/// the one reader of `crate::cpuset`, which `cmwq topology` uses too.
-fn read_cpuset() -> Option<Vec<usize>> {
-    crate::cpuset::read_cpuset(std::path::Path::new("/"))
-        .ok()
-        .flatten()
 }
 
 /// Every pool made so far.

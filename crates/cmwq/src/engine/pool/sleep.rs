@@ -335,27 +335,36 @@ impl Pool {
     }
 
     /// Worker `i` just left `nr_running` (asleep, or a CPU hog): wake a
-    /// worker for its lane, or start one if none is idle.
+    /// worker for its lane, or start one if none is idle; the wakeup goes
+    /// on `wake`.
     pub(super) fn kick_past<'a>(
         &'static self,
-        mut g: crate::sync::MutexGuard<'a, PoolInner>,
+        g: crate::sync::MutexGuard<'a, PoolInner>,
         i: usize,
         wake: &mut Vec<Wake>,
     ) -> crate::sync::MutexGuard<'a, PoolInner> {
+        let (g, t) = self.hand_over(g, i);
+        wake.extend(t);
+        g
+    }
+
+    /// [`kick_past`](Self::kick_past) for any way of leaving the count (a
+    /// `BlockingGuard` too): returns the worker to wake after the unlock.
+    pub(super) fn hand_over<'a>(
+        &'static self,
+        mut g: crate::sync::MutexGuard<'a, PoolInner>,
+        i: usize,
+    ) -> (crate::sync::MutexGuard<'a, PoolInner>, Option<Wake>) {
         let h = g.workers[i].lane;
-        if let Some(t) = g.kick(h) {
-            g.count_cm_wakeup(i);
-            wake.push(t);
-            return g;
-        }
-        if g.nr_starting > 0 {
-            // A worker on its way up takes the item.
+        let wake = g.kick(h);
+        if wake.is_some() || g.nr_starting > 0 {
+            // Woken, or a worker on its way up takes the pool's next item.
             g.count_cm_wakeup(i);
         }
-        if g.may_create_ahead() {
+        if wake.is_none() && g.may_create_ahead() {
             g = self.create_worker(g, h);
         }
-        g
+        (g, wake)
     }
 }
 

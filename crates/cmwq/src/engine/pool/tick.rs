@@ -324,15 +324,7 @@ impl BlockingGuard {
                 slot: Some((pool, me)),
             };
         }
-        let h = g.workers[me].lane;
-        let wake = g.kick(h);
-        if wake.is_some() || g.nr_starting > 0 {
-            // Woken, or a worker on its way up takes the pool's next item.
-            g.count_cm_wakeup(me);
-        }
-        if wake.is_none() && g.may_create_ahead() {
-            g = pool.create_worker(g, h);
-        }
+        let (g, wake) = pool.hand_over(g, me);
         unlock_wake(pool, g, wake);
         BlockingGuard {
             slot: Some((pool, me)),
