@@ -76,7 +76,6 @@ impl<T: ?Sized> Mutex<T> {
     /// Takes the lock if it is free (poisoned or not); `None` if it is held.
     /// A try cannot deadlock, so the order is not checked, but the lock
     /// counts as held for the locks taken under it.
-    #[cfg(feature = "control")]
     #[cfg_attr(debug_assertions, track_caller)]
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         #[cfg(debug_assertions)]

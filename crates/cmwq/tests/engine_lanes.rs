@@ -54,6 +54,20 @@ fn lane_counts(wq: &Workqueue) -> (u64, u64, u64) {
     })
 }
 
+/// Gives `wq`'s pool of each of `cpus` a worker: an item queued from each.
+fn start_workers_on(wq: &Workqueue, cpus: [usize; 2]) {
+    for cpu in cpus {
+        let wq = wq.clone();
+        thread::spawn(move || {
+            common::set_affinity(&[cpu]).unwrap();
+            wq.execute(|| {});
+            wq.flush();
+        })
+        .join()
+        .unwrap();
+    }
+}
+
 fn spin_us(us: u64) {
     let t = std::time::Instant::now();
     while t.elapsed().as_micros() < u128::from(us) {
@@ -409,16 +423,7 @@ fn lent_worker_that_blocks_gives_its_cpu_back(name: &str, nice: i32, annotated: 
     cmwq::set_cpu_intensive_thresh(std::time::Duration::from_secs(3600));
     let wq = pod_queue(&format!("lanes_lent_{nice}"), nice);
     // Both CPUs' pools have a worker before anything lags.
-    for cpu in [a, b] {
-        let wq = wq.clone();
-        thread::spawn(move || {
-            common::set_affinity(&[cpu]).unwrap();
-            wq.execute(|| {});
-            wq.flush();
-        })
-        .join()
-        .unwrap();
-    }
+    start_workers_on(&wq, [a, b]);
     let gate = Arc::new(Gate::default());
     let timed_out = Arc::new(AtomicUsize::new(0));
     let wq2 = wq.clone();
@@ -512,5 +517,86 @@ fn a_lent_worker_that_blocks_unannotated_gives_its_cpu_back() {
         "a_lent_worker_that_blocks_unannotated_gives_its_cpu_back",
         11,
         false,
+    );
+}
+
+/// A worker of CPU b's pool falls asleep in its item (unannotated) with an
+/// item already waiting behind it, and nothing more comes to CPU b: items
+/// queued on CPU a, a partner pool of the pod, find the sleeper and get the
+/// waiting item a worker, without waiting for the watchdog's next look.
+/// The item behind the sleeper is what wakes it, so it runs either way (the
+/// look finds the sleeper within a millisecond); the count says who found
+/// it. A trial the look wins is possible, so several are made, and at least
+/// one must be the partner's (nearly all are).
+///
+/// Runs in a process of its own with switch probes from the start
+/// (`CMWQ_BLOCK_DETECT=switch`), so the pools can see a sleep at once.
+#[test]
+fn a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind() {
+    const NAME: &str = "a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind";
+    if std::env::var_os("CMWQ_T_PEEK").is_none() {
+        println!(
+            "{}",
+            common::run_child(
+                NAME,
+                &[("CMWQ_T_PEEK", "1"), ("CMWQ_BLOCK_DETECT", "switch")],
+                &["--include-ignored"],
+            )
+        );
+        return;
+    }
+    let Some((a, b)) = two_cpus() else { return };
+    assert_eq!(cmwq::block_detection(), cmwq::BlockDetection::SwitchRecords);
+    let wq = pod_queue("lanes_peek", 12);
+    start_workers_on(&wq, [a, b]);
+    let before = cmwq::partner_kicks();
+    let mut timed_out = 0;
+    for _ in 0..20 {
+        let gate = Arc::new(Gate::default());
+        let queued = Arc::new(AtomicBool::new(false));
+        let (g1, q1, wq1) = (gate.clone(), queued.clone(), wq.clone());
+        let (g2, wq2) = (gate.clone(), wq.clone());
+        let ok = Arc::new(AtomicBool::new(true));
+        let ok1 = ok.clone();
+        // CPU b: the sleeper, and the item behind it, which wakes it.
+        thread::spawn(move || {
+            common::set_affinity(&[b]).unwrap();
+            wq1.execute(move || {
+                while !q1.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                if !g1.wait() {
+                    ok1.store(false, Ordering::Relaxed);
+                }
+            });
+            wq2.execute(move || g2.open());
+            queued.store(true, Ordering::Release);
+        })
+        .join()
+        .unwrap();
+        // CPU a: a steady trickle of items until the gate opened.
+        let (g3, wq3) = (gate.clone(), wq.clone());
+        thread::spawn(move || {
+            common::set_affinity(&[a]).unwrap();
+            let t = std::time::Instant::now();
+            while !*g3.open.lock().unwrap() && t.elapsed() < GATE_TIMEOUT {
+                wq3.execute(|| {});
+                spin_us(20);
+            }
+        })
+        .join()
+        .unwrap();
+        wq.flush();
+        if !ok.load(Ordering::Relaxed) {
+            timed_out += 1;
+        }
+        if cmwq::partner_kicks() > before {
+            break;
+        }
+    }
+    assert_eq!(timed_out, 0, "an item behind a sleeper never ran");
+    assert!(
+        cmwq::partner_kicks() > before,
+        "in 20 trials, CPU {a}'s queues never found CPU {b}'s sleeper"
     );
 }

@@ -135,8 +135,8 @@ mod workqueue;
 pub use bounded::QueueFull;
 pub use pool::{
     BlockingGuard, CpuBudget, DFL_SPREAD_THRESH, blocking, cpu_budget, cpu_changes,
-    current_is_rescuer, set_cm_exempt, set_cpu_quota_mode, set_idle_timeout, set_spread_thresh,
-    set_watchdog_thresh, show_all_workqueues, spread_thresh, watchdog_thresh,
+    current_is_rescuer, partner_kicks, set_cm_exempt, set_cpu_quota_mode, set_idle_timeout,
+    set_spread_thresh, set_watchdog_thresh, show_all_workqueues, spread_thresh, watchdog_thresh,
 };
 #[cfg(feature = "failure-injection")]
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};

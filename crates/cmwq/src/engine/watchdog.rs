@@ -173,6 +173,8 @@ fn run() {
     // When the look wants to run again (`None`: no managed pool has waiting
     // work; the full tick alone paces the thread).
     let mut look: Option<Duration> = None;
+    // The next look is the first since the watchdog woke from idle.
+    let mut after_idle = false;
     loop {
         let idle = |g: &ParkGate| g.busy() == 0 && !STARVING.load(Ordering::SeqCst);
         if idle(&GATE) {
@@ -182,6 +184,7 @@ fn run() {
             // (a worker that blocks in its first item is seen then, not a
             // whole tick later); the look says whether to go on looking.
             look = Some(super::pool::LOOK);
+            after_idle = true;
             continue;
         }
         let to_tick = TICK.saturating_sub(last_tick.elapsed());
@@ -202,7 +205,12 @@ fn run() {
                 STARVING.store(true, Ordering::SeqCst);
             }
         }
-        look = super::pool::look_all(tick);
+        // The first look after idle reads every worker in an item as a
+        // tick's does: a worker's "same item as at the previous look" means
+        // nothing when that look was before the idle spell, and a fresh
+        // pool's first sleep would wait for a second look.
+        look = super::pool::look_all(tick || after_idle);
+        after_idle = false;
         LOOKS.fetch_add(1, Ordering::Relaxed);
         // The CPU budget: the quota re-read once a second, and waiters
         // kicked that a handed-back unit can serve.

@@ -247,6 +247,9 @@ pub(super) fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wak
             }
         }
     }
+    if pool.blocks.load(Ordering::Relaxed) {
+        super::sleep::peek_partners(pool);
+    }
 }
 
 /// A partner of the lagging per-CPU pool `to` lends it an idle worker: the next
@@ -300,6 +303,10 @@ impl Pool {
         let spare = l.idle.len() > super::manage::KEEP_IDLE && !g.dying;
         if self.spare.0.load(Ordering::Relaxed) != spare {
             self.spare.0.store(spare, Ordering::Relaxed);
+        }
+        let behind = g.probed && l.has_work() && !l.free(g.cap);
+        if self.behind.0.load(Ordering::Relaxed) != behind {
+            self.behind.0.store(behind, Ordering::Relaxed);
         }
     }
 }

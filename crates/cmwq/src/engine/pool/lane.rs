@@ -49,7 +49,8 @@
 //!
 //! - its worker's previous item ran for longer than the spread threshold
 //!   ([`set_spread_thresh`], default [`DFL_SPREAD_THRESH`]), or
-//! - a queuer saw its worker on the same item for longer than that, or
+//! - a queuer saw its worker on the same item for longer than that (or
+//!   the worker woken for it not started yet: its CPU is taken), or
 //! - the watchdog saw it **stalled**: items waiting and none of them completed
 //!   for a whole tick (the worker is preempted by another thread, or woken and
 //!   not yet scheduled).
@@ -250,10 +251,17 @@ impl Lane {
         if self.slow || self.stalled {
             return true;
         }
-        if self.nr_running == 0 {
-            // Nobody runs an item here: `unserved`, or a worker is on its way.
+        if self.nr_running == 0 && self.nr_woken == 0 {
+            // Nobody runs an item here nor is on the way: `unserved` (the
+            // kick wakes one), or its worker is lent elsewhere.
             return false;
         }
+        // A worker woken for the lane that has not started an item a
+        // threshold later lags like a slow one: its CPU is held by another
+        // thread (a kernel thread can hold a vCPU here for milliseconds).
+        // It used to count as on its way until the watchdog's tick called
+        // the lane stalled, and `cmwq mix` rounds had items waiting 2-5 ms
+        // behind a pinned worker that could not get its CPU.
         match self.seen {
             Some((n, t)) if n == self.started => {
                 now.get().saturating_duration_since(t) >= spread_thresh()
@@ -364,6 +372,29 @@ mod tests {
         assert!(l.lagging(&mut LazyNow::at(t1)));
         l.pop();
         assert!(!l.lagging(&mut LazyNow::at(later)), "nothing waits");
+    }
+
+    #[test]
+    fn a_woken_worker_that_does_not_start_makes_its_lane_lag() {
+        let mut l = Lane::new(0);
+        l.worklist.push_back(item());
+        l.nr_woken = 1;
+        let t0 = Instant::now();
+        let later = t0 + spread_thresh() * 2;
+        assert!(!l.unserved(1), "a worker is on its way");
+        assert!(
+            !l.lagging(&mut LazyNow::at(t0)),
+            "first look notes the time"
+        );
+        assert!(
+            l.lagging(&mut LazyNow::at(later)),
+            "still not started a threshold later: its CPU is taken"
+        );
+        l.nr_woken = 0;
+        assert!(
+            !l.lagging(&mut LazyNow::at(later)),
+            "nobody on the way: unserved, not lagging"
+        );
     }
 
     #[test]

@@ -115,6 +115,7 @@ pub(crate) use registry::{
 };
 #[cfg(feature = "failure-injection")]
 pub use registry::{debug_fail_worker_creation, debug_kill_next_worker};
+pub use sleep::partner_kicks;
 pub(crate) use sleep::{LOOK, look_all};
 pub(crate) use snap::pool_snaps;
 pub(crate) use tick::tick_all;
@@ -437,6 +438,12 @@ pub(crate) struct PoolInner {
     /// [`sleep`]); never cleared. Without one nobody can be seen asleep, and
     /// the per-item look for a sleeping runner is skipped.
     probed: bool,
+    /// L: looks to skip before the `/proc` sampler next reads a worker just
+    /// because items wait behind it (see [`sleep`]'s `Pool::look`), and how
+    /// many it skips after a read that found nobody asleep (doubling up to
+    /// [`sleep::BEHIND_BACKOFF_MAX`]; a sleep found starts it over).
+    sample_skip: u8,
+    sample_backoff: u8,
 }
 
 /// A worker pool.
@@ -463,6 +470,13 @@ pub(crate) struct Pool {
     /// its own, written only when it changes: a hint, checked again under
     /// this pool's lock.
     spare: Lendable,
+    /// A per-CPU pool whose workers have probes tells its partners that
+    /// items wait here behind a counted worker, who may have fallen asleep
+    /// in its item: a partner's queue or item start then looks at that
+    /// worker too ([`sleep`]'s `peek_partners`). Written under `L:` only when
+    /// it changes, on a line of its own; `Relaxed`: a hint, checked again
+    /// under this pool's lock.
+    behind: Lendable,
     /// A: its items were seen to block (the `/proc` sampler found a worker
     /// asleep in one), or `CMWQ_BLOCK_DETECT=switch` says to act as if they
     /// had: its workers read their context-switch records where perf allows,

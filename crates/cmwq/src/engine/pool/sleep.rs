@@ -32,11 +32,38 @@
 //! blocks for 20 ms is seen within a millisecond or two, where it used to
 //! wait for the next 10 ms tick with its items piling up behind the sleeper.
 //!
-//! Why both places: the queue path sees a sleeper the moment new work needs
-//! its CPU (an item queued behind a worker asleep in a 2 ms read starts
-//! within tens of microseconds, not at the next look); the watchdog's look
-//! covers items that were queued before their worker fell asleep, when
-//! nothing is queued afterwards.
+//! Between ticks the sampler also reads a worker that items wait behind on
+//! its lane, however briefly it has been on its item: a sleep shorter than
+//! two looks (500 µs, say) was otherwise found only at a tick, and a fresh
+//! pool's first round of `cmwq mix` at 500 µs blocks had items waiting
+//! 5-10 ms at p99 (0.15-0.4 ms with the rule). Such reads back off,
+//! doubling the looks they skip up to 63 while they find nobody asleep
+//! (`behind_backoff`), so a pool of CPU-bound items with a backlog pays a
+//! read per worker every 64 ms. The first look after the watchdog wakes from
+//! idle reads as a tick does.
+//!
+//! Why several places: the queue path sees a sleeper the moment new work
+//! needs its CPU (an item queued behind a worker asleep in a 2 ms read
+//! starts within tens of microseconds, not at the next look); the watchdog's
+//! look covers items that were queued before their worker fell asleep, when
+//! nothing is queued afterwards. In between, a per-CPU pool that was seen
+//! to block looks at its partners too ([`peek_partners`]): each queue and
+//! item start there kicks a partner that has items waiting behind a counted
+//! worker, as that partner's own next queue would, so a sleep is found on
+//! the next event of any CPU of the pod, not only of its own. A sleeper
+//! found where no worker of its CPU is idle gets a partner's worker lent.
+//!
+//! What was measured and not kept: the sleep itself as the event. A probe's
+//! ring can wake a thread in poll() with every record (`wakeup_watermark`
+//! 1), which is the scheduler hook's timing exactly. But every record then
+//! queues an irq_work on the switching CPU, a self-IPI, and in this VM that
+//! cost 12 µs of CPU per job of `cmwq mix` (33 -> 45 µs, with nobody even
+//! polling), because probed workers switch at every park and wake. A
+//! watchdog polling the rings itself also fed on its own wakeups (woken on a
+//! worker's CPU it preempted the worker, whose record woke it again); a
+//! `SCHED_IDLE` listener thread avoided that but not the irq_work cost. On
+//! bare metal a self-IPI is far cheaper; here the looks above are cheaper
+//! than the event.
 //!
 //! Nothing here needs more than the pool lock: a probe's ring is read
 //! without one (see `switches.rs` for why a torn read is never believed),
@@ -50,12 +77,45 @@ use super::{BLOCKED_SAMPLED, NEXT_POOL, POOLS, Pool, PoolInner, WState, Wake};
 use crate::sched;
 use crate::switches::{self, LazyMono, MIN_ASLEEP, RunState, SwitchProbe};
 use crate::trace;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How often the watchdog looks at the workers of managed pools that have
 /// waiting work: an item queued before its worker fell asleep, with nothing
 /// queued after it, starts within about this long.
 pub(crate) const LOOK: Duration = Duration::from_millis(1);
+
+/// The most looks the `/proc` sampler skips between reads of workers that
+/// items wait behind, in a pool where such reads keep finding nobody asleep:
+/// a pool of CPU-bound items with a backlog pays a read per counted worker
+/// every 64 ms, not every millisecond.
+pub(super) const BEHIND_BACKOFF_MAX: u8 = 63;
+
+/// Whether a look reads a worker that has no probe through `/proc`: one
+/// out for a sleep (has it woken?), or a counted one at a tick, once it has
+/// stayed on one item since the previous look, or when items wait behind
+/// it on its lane (`behind`, which the backoff below can withhold).
+fn sampler_reads(out: bool, counted: bool, tick: bool, same_item: bool, behind: bool) -> bool {
+    out || (counted && (tick || same_item || behind))
+}
+
+/// The sampler's backoff after a look (see `PoolInner::sample_backoff`):
+/// `None` to leave it, else the new number of looks to skip. A sleep found
+/// starts it over; reads made only because items waited behind a worker,
+/// that found nobody asleep, double it up to [`BEHIND_BACKOFF_MAX`].
+fn behind_backoff(backoff: u8, slept: bool, read_behind: bool) -> Option<u8> {
+    if slept {
+        Some(0)
+    } else if read_behind {
+        Some(
+            backoff
+                .saturating_mul(2)
+                .saturating_add(1)
+                .min(BEHIND_BACKOFF_MAX),
+        )
+    } else {
+        None
+    }
+}
 
 /// What a look found a worker doing.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -162,7 +222,12 @@ impl PoolInner {
         if !self.lanes[h].unserved(cap) {
             return None;
         }
-        let wake = self.wake_for(h, false);
+        // An idle worker of the lane's CPU, else (a per-CPU pool of a pod) a
+        // partner's, lent: with none idle here, the items behind the sleeper
+        // used to wait for the next queue to kick the lane again.
+        let wake = self
+            .wake_for(h, false)
+            .or_else(|| (!self.partners.is_empty()).then_some(Wake::Spread));
         if wake.is_some() || self.nr_starting > 0 {
             // Woken, or a worker on its way up takes the item.
             self.count_cm_wakeup(r);
@@ -228,6 +293,68 @@ impl PoolInner {
     }
 }
 
+/// A: partners' kicks that woke a worker ([`peek_partners`]). `Relaxed`:
+/// a counter.
+static PARTNER_KICKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a queue or an item start in one per-CPU pool of a pod
+/// kicked another, whose items waited behind a counted worker, into waking
+/// a worker: past a worker found asleep in its item, or one lent by a
+/// partner because the lane lagged (its worker preempted, or woken and not
+/// yet on its CPU). These are what no event of the slow pool's own CPU had
+/// to wait for; only pools seen to block make such kicks.
+///
+/// ```
+/// let before = cmwq::partner_kicks();
+/// assert!(cmwq::partner_kicks() >= before);
+/// ```
+pub fn partner_kicks() -> u64 {
+    PARTNER_KICKS.load(Ordering::Relaxed)
+}
+
+/// A per-CPU pool that was seen to block has just queued or started an
+/// item: kick, as their own next queue would, its partners that have items
+/// waiting behind a counted worker ([`Pool::behind`]): a worker past one
+/// asleep in its item, or a lent one if the lane lags.
+///
+/// A pool's own queue path finds its sleeper only when the next item comes
+/// to its CPU; at a steady rate that is a whole period of the producers
+/// there. `cmwq mix` traces at 2 ms blocks put the wait of the items
+/// already queued behind a sleeper at 88 µs (median) and 146 µs (p99) from
+/// the sleep to the next queue on its CPU; the next queue or item start on
+/// either CPU came after 16 µs and 105 µs. And a CPU held by another thread
+/// (a kernel thread can hold a vCPU here for milliseconds) makes no events
+/// at all: its producers and its pinned workers wait alike, while the
+/// other CPUs' events can see its lane lag and lend it a worker.
+///
+/// No lock is held: a partner's lock is only tried (never waited for, so
+/// per-CPU pools still never hold two locks), and only partners that say
+/// they have items behind a worker are tried. A pool never seen to block
+/// pays one load in `unlock_wake`.
+pub(super) fn peek_partners(pool: &'static Pool) {
+    let Some(pods) = pool.pod_pools.get() else {
+        return;
+    };
+    for &d in pods.iter() {
+        if std::ptr::eq(d, pool) || !d.behind.0.load(Ordering::Relaxed) {
+            continue;
+        }
+        let Some(mut g) = d.inner.try_lock() else {
+            continue;
+        };
+        // The kick its own next queue would make: a worker past a sleeper,
+        // or a partner's lent if the lane lags (its worker preempted, say,
+        // by a kernel thread that holds the CPU for milliseconds).
+        let wake = g.kick(0);
+        d.update_lendable(&g);
+        drop(g);
+        if let Some(w) = wake {
+            PARTNER_KICKS.fetch_add(1, Ordering::Relaxed);
+            w.run(d);
+        }
+    }
+}
+
 /// A worker the look must read through `/proc` (it has no probe).
 struct ProcLook {
     i: usize,
@@ -260,6 +387,15 @@ impl Pool {
         // asleep or wake. Without one (the pool's workers cannot start, or
         // every one is exempt) the pool waits for the tick, not the look.
         let mut again = false;
+        // Whether this look may read a worker only because items wait
+        // behind it (see `sample_skip`).
+        let behind_reads = if g.sample_skip == 0 {
+            true
+        } else {
+            g.sample_skip -= 1;
+            false
+        };
+        let mut read_behind = false;
         let mut i = 0;
         while i < g.workers.len() {
             let w = &g.workers[i];
@@ -277,10 +413,19 @@ impl Pool {
                     // Out for a sleep (has it woken?), or counted while work
                     // waits: at a tick, always (that is how a pool's first
                     // sleep is found, and a tick is 10 ms apart); between
-                    // ticks only once on one item since the previous look.
+                    // ticks once on one item since the previous look, or
+                    // when items wait behind it on its lane. The last is how
+                    // a sleep shorter than two looks is found (a pool's
+                    // first 500 µs sleeps went unseen until a tick, with
+                    // items piling up behind each); it backs off while it
+                    // finds nobody asleep, so CPU-bound backlogs pay little.
+                    let l = &g.lanes[w.lane.min(g.lanes.len() - 1)];
+                    let behind = behind_reads && l.has_work() && !l.free(g.cap);
+                    let same_item = w.look_seq == w.seq;
                     if switches::sampler_enabled()
-                        && (out || (w.blocked == 0 && (tick || w.look_seq == w.seq)))
+                        && sampler_reads(out, w.blocked == 0, tick, same_item, behind)
                     {
+                        read_behind |= behind && !tick && !same_item;
                         reads.push(ProcLook {
                             i,
                             tid: w.tid,
@@ -316,6 +461,10 @@ impl Pool {
                     g = self.kick_past(g, r.i, &mut wake);
                 }
             }
+        }
+        if let Some(b) = behind_backoff(g.sample_backoff, slept, read_behind) {
+            g.sample_backoff = b;
+            g.sample_skip = b;
         }
         // Work waits, nobody can take it and no worker is idle: start one
         // now rather than at the next tick.
@@ -368,8 +517,10 @@ impl Pool {
     }
 }
 
-/// The watchdog's look over every pool (`tick`: right after a tick, when
-/// every managed pool is looked at; between ticks only those seen to block).
+/// The watchdog's look over every pool (`tick`: right after a tick, or the
+/// first look after the watchdog woke from idle, when every counted worker
+/// in an item of a pool with waiting work is read, however briefly it has
+/// been on its item).
 /// Returns when to look again (`None`: no pool needs it before the next
 /// tick).
 pub(crate) fn look_all(tick: bool) -> Option<Duration> {
@@ -408,6 +559,40 @@ mod tests {
         for awake in [RunState::Running, RunState::Preempted] {
             assert!(Seen::of_run_state(awake, true, &mut next) == Some(Seen::Awake));
         }
+    }
+
+    #[test]
+    fn the_sampler_reads_a_worker_that_items_wait_behind_at_once() {
+        // Between ticks, on a new item, nothing waiting: not read (a pool of
+        // short items costs no reads).
+        assert!(!sampler_reads(false, true, false, false, false));
+        // Items wait behind it: read at this look, not two looks later (a
+        // sleep shorter than two looks used to be found only at a tick).
+        assert!(sampler_reads(false, true, false, false, true));
+        assert!(sampler_reads(false, true, false, true, false));
+        assert!(sampler_reads(false, true, true, false, false));
+        // Out of the count for another reason (annotated, CPU-intensive):
+        // not the sampler's to read.
+        assert!(!sampler_reads(false, false, true, true, true));
+        // Out for a sleep: always read, to count it again when it wakes.
+        assert!(sampler_reads(true, false, false, false, false));
+    }
+
+    #[test]
+    fn reads_behind_a_worker_back_off_while_they_find_nobody_asleep() {
+        let mut b = 0;
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            b = behind_backoff(b, false, true).expect("a fruitless read moves it");
+            seen.push(b);
+        }
+        assert_eq!(seen, [1, 3, 7, 15, 31, 63, 63, 63]);
+        assert_eq!(behind_backoff(b, false, false), None, "no such read: kept");
+        assert_eq!(
+            behind_backoff(b, true, true),
+            Some(0),
+            "a sleep found: over"
+        );
     }
 
     #[test]
