@@ -351,7 +351,8 @@ impl WorkqueueBuilder {
         let inner = self.new_inner(topo, &attrs, (prio, prio_note), latency);
         let tab = inner.build_table(&attrs, prio, 0, false)?;
         inner.set_node_budgets(&attrs, &tab);
-        if inner.ordered {
+        let forked = crate::engine::threads::forked();
+        if inner.ordered && !forked {
             let dfl = tab.dfl.expect("unbound tables have a default pwq");
             inner.chain.lock().push_back(dfl);
         }
@@ -361,7 +362,11 @@ impl WorkqueueBuilder {
             inner.destroy();
             return Err(e);
         }
-        register(&inner);
+        // A forked child's queue is inert and not listed: the registry's
+        // lock may be held for ever there (see `build_table`).
+        if !forked {
+            register(&inner);
+        }
         Ok(Workqueue {
             inner,
             borrowed: false,

@@ -345,6 +345,21 @@ impl WqInner {
                 requested: attrs.cpumask.clone(),
             });
         }
+        if crate::engine::threads::forked() {
+            // A child of fork() runs nothing (its queues are inert), and the
+            // locks of the pools and registries it inherited may be held
+            // for ever by threads that do not exist here: a queue built in
+            // the child attaching to a pool hung on that pool's lock. So a
+            // child's generation has no pwqs and touches no pool.
+            return Ok(Pwqs {
+                cpu: vec![None; topo.nr_cpu_ids()],
+                dfl: None,
+                all: Vec::new(),
+                route_cpus: mask,
+                live: Vec::new(),
+                lane: Vec::new(),
+            });
+        }
         // Unbound: pods hold only the CPUs usable now; with none usable the
         // default pwq takes the whole mask (the kernel's fallback).
         let (cut_mask, live) = self.pod_masks(attrs, &pool::usable_cpus());
