@@ -600,3 +600,106 @@ fn a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind() {
         "in 20 trials, CPU {a}'s queues never found CPU {b}'s sleeper"
     );
 }
+
+/// A stress of the paths that find sleepers: producers on every CPU queue
+/// to a pod's per-CPU pools, where one item in five sleeps unannotated
+/// (200-800 µs) and the rest spin a few microseconds, so lanes fall behind
+/// sleepers, partners kick them, lanes lag and lend workers, and the
+/// sampler and the probes take workers out of `nr_running` and back.
+/// Nothing may be lost or run twice: every `execute` that returned true
+/// runs once, a re-queued `Work` runs once per `queue` that returned true
+/// (its pending bit), and an ordered queue keeps each producer's order.
+///
+/// Runs in a process of its own with switch probes from the start.
+#[test]
+fn sleepers_found_by_any_path_lose_and_repeat_nothing() {
+    const NAME: &str = "sleepers_found_by_any_path_lose_and_repeat_nothing";
+    if std::env::var_os("CMWQ_T_SLEEPERS").is_none() {
+        println!(
+            "{}",
+            common::run_child(
+                NAME,
+                &[("CMWQ_T_SLEEPERS", "1"), ("CMWQ_BLOCK_DETECT", "switch")],
+                &["--include-ignored"],
+            )
+        );
+        return;
+    }
+    const PRODUCERS: usize = 4;
+    const JOBS: usize = 400;
+    let wq = pod_queue("lanes_sleepers", 13);
+    let ordered = Workqueue::builder("lanes_sleepers_ordered")
+        .ordered()
+        .build()
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let order: Arc<Vec<Mutex<Vec<usize>>>> =
+        Arc::new((0..PRODUCERS).map(|_| Mutex::new(Vec::new())).collect());
+    let work_runs = Arc::new(AtomicUsize::new(0));
+    let wr = work_runs.clone();
+    let work = Work::new(move || {
+        wr.fetch_add(1, Ordering::SeqCst);
+        thread::sleep(std::time::Duration::from_micros(300));
+    });
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let work_trues = Arc::new(AtomicUsize::new(0));
+    let cpus = cpus();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let (wq, ordered, ran, order) =
+                (wq.clone(), ordered.clone(), ran.clone(), order.clone());
+            let (work, accepted, work_trues) = (work.clone(), accepted.clone(), work_trues.clone());
+            let cpu = cpus[p % cpus.len()];
+            thread::spawn(move || {
+                common::set_affinity(&[cpu]).unwrap();
+                for j in 0..JOBS {
+                    let ran = ran.clone();
+                    let sleeps = (j + p) % 5 == 0;
+                    let us = 200 + ((j * 37 + p * 11) % 600) as u64;
+                    if wq.execute(move || {
+                        if sleeps {
+                            thread::sleep(std::time::Duration::from_micros(us));
+                        } else {
+                            spin_us(5 + (us % 15));
+                        }
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    }) {
+                        accepted.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if j % 4 == 0 {
+                        let order = order.clone();
+                        assert!(ordered.execute(move || order[p].lock().unwrap().push(j)));
+                    }
+                    if j % 8 == 0 && wq.queue(&work) {
+                        work_trues.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if j % 16 == 0 {
+                        thread::sleep(std::time::Duration::from_micros(100));
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in producers {
+        t.join().unwrap();
+    }
+    wq.flush();
+    ordered.flush();
+    assert_eq!(accepted.load(Ordering::SeqCst), PRODUCERS * JOBS);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        PRODUCERS * JOBS,
+        "a job lost or run twice"
+    );
+    assert_eq!(
+        work_runs.load(Ordering::SeqCst),
+        work_trues.load(Ordering::SeqCst),
+        "a Work's runs against its queue calls that returned true"
+    );
+    for (p, seen) in order.iter().enumerate() {
+        let seen = seen.lock().unwrap();
+        let want: Vec<usize> = (0..JOBS).filter(|j| j % 4 == 0).collect();
+        assert_eq!(*seen, want, "producer {p}'s ordered items out of order");
+    }
+    println!("partner kicks: {}", cmwq::partner_kicks());
+}
