@@ -128,6 +128,12 @@ pub struct MixRun {
     /// workqueue's `sampled`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cm_sampled: Option<u64>,
+    /// cmwq only: kicks of one per-CPU pool by a partner of its pod that woke
+    /// a worker during the run (`cmwq::partner_kicks`, process-wide: the
+    /// mix runs one executor at a time): sleepers found, and lagging lanes
+    /// lent a worker, on another CPU's event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_partner_kicks: Option<u64>,
     /// Why the first of those could not block, if any did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_error: Option<String>,
@@ -421,6 +427,7 @@ pub fn run_once(
     let mut counter = ThreadCounter::open()?;
     let sampler_counter = ThreadCounter::open()?;
     let t_before = counter.now().ok_or("cannot read /proc/self/stat")?;
+    let kicks_before = cmwq::partner_kicks();
     let pool = e.build(cfg.workers)?;
     let t_after = counter.now().ok_or("cannot read /proc/self/stat")?;
     // Threads that are not the executor's: the process's before it was
@@ -481,6 +488,7 @@ pub fn run_once(
     }
     let fallbacks = sh.blocker.failures();
     let cm = pool.cm_counters();
+    let kicks = cmwq::partner_kicks().saturating_sub(kicks_before);
     drop(pool);
     if let Some(path) = &cfg.trace {
         let open_ns = opened.saturating_duration_since(sh.base).as_nanos() as u64;
@@ -533,6 +541,7 @@ pub fn run_once(
         peak_threads: peak as i64 - others as i64,
         cm_wakeup: cm.map(|c| c.0),
         cm_sampled: cm.map(|c| c.1),
+        cm_partner_kicks: cm.map(|_| kicks),
         block_fallbacks: fallbacks.as_ref().map_or(0, |f| f.0),
         block_error: fallbacks.map(|f| f.1),
     })
