@@ -534,15 +534,7 @@ fn a_lent_worker_that_blocks_unannotated_gives_its_cpu_back() {
 #[test]
 fn a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind() {
     const NAME: &str = "a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind";
-    if std::env::var_os("CMWQ_T_PEEK").is_none() {
-        println!(
-            "{}",
-            common::run_child(
-                NAME,
-                &[("CMWQ_T_PEEK", "1"), ("CMWQ_BLOCK_DETECT", "switch")],
-                &["--include-ignored"],
-            )
-        );
+    if !common::in_own_process_with(NAME, "CMWQ_T_PEEK", &[("CMWQ_BLOCK_DETECT", "switch")]) {
         return;
     }
     let Some((a, b)) = two_cpus() else { return };
@@ -614,15 +606,7 @@ fn a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind() {
 #[test]
 fn sleepers_found_by_any_path_lose_and_repeat_nothing() {
     const NAME: &str = "sleepers_found_by_any_path_lose_and_repeat_nothing";
-    if std::env::var_os("CMWQ_T_SLEEPERS").is_none() {
-        println!(
-            "{}",
-            common::run_child(
-                NAME,
-                &[("CMWQ_T_SLEEPERS", "1"), ("CMWQ_BLOCK_DETECT", "switch")],
-                &["--include-ignored"],
-            )
-        );
+    if !common::in_own_process_with(NAME, "CMWQ_T_SLEEPERS", &[("CMWQ_BLOCK_DETECT", "switch")]) {
         return;
     }
     const PRODUCERS: usize = 4;

@@ -165,10 +165,17 @@ pub fn nr_threads() -> usize {
 /// its alone; returns true in the child, where the caller does the work,
 /// and asserts the child passed in the parent.
 pub fn in_own_process(name: &str, env: &str) -> bool {
+    in_own_process_with(name, env, &[])
+}
+
+/// [`in_own_process`], with the variables `envs` set in the child too.
+pub fn in_own_process_with(name: &str, env: &str, envs: &[(&str, &str)]) -> bool {
     if std::env::var_os(env).is_some() {
         return true;
     }
-    println!("{}", run_child(name, &[(env, "1")], &["--include-ignored"]));
+    let mut all = vec![(env, "1")];
+    all.extend_from_slice(envs);
+    println!("{}", run_child(name, &all, &["--include-ignored"]));
     false
 }
 

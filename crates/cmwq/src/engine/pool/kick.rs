@@ -116,7 +116,7 @@ impl PoolInner {
     /// that one fell asleep in its item.
     #[inline]
     fn wake_past_busy(&mut self, h: usize, cap: usize) -> Option<Wake> {
-        if self.lanes[h].has_work() && !self.lanes[h].free(cap) {
+        if self.lanes[h].behind_worker(cap) {
             self.wake_past_sleeper(h, cap)
         } else {
             None
@@ -304,7 +304,7 @@ impl Pool {
         if self.spare.0.load(Ordering::Relaxed) != spare {
             self.spare.0.store(spare, Ordering::Relaxed);
         }
-        let behind = g.probed && l.has_work() && !l.free(g.cap);
+        let behind = g.probed && l.behind_worker(g.cap);
         if self.behind.0.load(Ordering::Relaxed) != behind {
             self.behind.0.store(behind, Ordering::Relaxed);
         }

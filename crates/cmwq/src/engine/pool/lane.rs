@@ -228,6 +228,12 @@ impl Lane {
         self.nr_running + self.nr_woken + self.nr_lent < cap
     }
 
+    /// Items wait behind a worker that holds the CPU's share (counted,
+    /// coming or lent): if that worker fell asleep, they wait for nothing.
+    pub(crate) fn behind_worker(&self, cap: usize) -> bool {
+        self.has_work() && !self.free(cap)
+    }
+
     /// Items wait and no worker serves them (`need_more_worker`, per lane).
     pub(crate) fn unserved(&self, cap: usize) -> bool {
         self.has_work() && self.free(cap)

@@ -430,8 +430,7 @@ impl Pool {
                     // first 500 µs sleeps went unseen until a tick, with
                     // items piling up behind each); it backs off while it
                     // finds nobody asleep, so CPU-bound backlogs pay little.
-                    let l = &g.lanes[w.lane.min(g.lanes.len() - 1)];
-                    let behind = behind_reads && l.has_work() && !l.free(g.cap);
+                    let behind = behind_reads && g.lanes[w.lane].behind_worker(g.cap);
                     let same_item = w.look_seq == w.seq;
                     if switches::sampler_enabled()
                         && sampler_reads(out, w.blocked == 0, tick, same_item, behind)
