@@ -378,6 +378,109 @@ fn a_pool_adopts_its_partners_idle_workers() {
     );
 }
 
+/// Adopting a partner's idle worker starts no thread, so it does not end an
+/// episode of failed worker creation: the "Failed to create a worker
+/// thread" line is said once for the episode, however many pools fail in
+/// it and whatever was adopted between their failures. (An adoption ended
+/// the episode, so the next failure said it again: the thread-limit test
+/// saw three lines for two episodes.) In a child of its own: creation fails
+/// for the whole process while it runs.
+#[test]
+fn an_adopted_worker_does_not_end_an_episode_of_failed_creation() {
+    const ENV: &str = "CMWQ_TEST_ADOPT_EPISODE";
+    const SAID: &str = "workqueue: Failed to create a worker thread";
+    let Some((a, b)) = two_cpus() else { return };
+    if std::env::var_os(ENV).is_none() {
+        let text = common::run_child(
+            "an_adopted_worker_does_not_end_an_episode_of_failed_creation",
+            &[(ENV, "1")],
+            &[],
+        );
+        assert!(text.contains("ADOPTED-BETWEEN"), "{text}");
+        assert_eq!(text.matches(SAID).count(), 1, "{text}");
+        return;
+    }
+    const N: usize = 4;
+    let wq = pod_queue("lanes_episode", 11);
+    // CPU b's pool grows to N workers, idle after the burst: spares a
+    // partner adopts.
+    thread::spawn({
+        let wq = wq.clone();
+        move || {
+            common::set_affinity(&[b]).unwrap();
+            let gate = Arc::new(std::sync::Barrier::new(N));
+            for _ in 0..N {
+                let gate = gate.clone();
+                assert!(wq.execute(move || cmwq::blocking(|| {
+                    gate.wait();
+                })));
+            }
+            wq.flush();
+        }
+    })
+    .join()
+    .unwrap();
+    let adopted = |wq: &Workqueue| -> u64 {
+        let (per_cpu, dfl) = wq.cpu_pools();
+        let ids: HashSet<u32> = per_cpu.into_iter().flatten().chain(dfl).collect();
+        let s = cmwq::snapshot();
+        s.pools
+            .iter()
+            .filter(|p| ids.contains(&p.id))
+            .map(|p| p.adopted)
+            .sum()
+    };
+    let before = adopted(&wq);
+    cmwq::debug_fail_worker_creation(true);
+    // A pool of its own (nice 12): no worker, none can start.
+    let starved = Workqueue::builder("lanes_episode_starved")
+        .unbound()
+        .nice(12)
+        .build()
+        .unwrap();
+    let failed = |q: &Workqueue| -> u64 { q.pool_counts().iter().map(|c| c.create_failed).sum() };
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    assert!(starved.execute(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    }));
+    assert!(common::wait_for(|| failed(&starved) >= 1), "never tried");
+    // CPU a's pool needs workers: it adopts CPU b's spares (no thread).
+    let n = Arc::new(AtomicUsize::new(0));
+    thread::spawn({
+        let wq = wq.clone();
+        let n = n.clone();
+        move || {
+            common::set_affinity(&[a]).unwrap();
+            for _ in 0..N {
+                let n = n.clone();
+                assert!(wq.execute(move || {
+                    n.fetch_add(1, Ordering::SeqCst);
+                }));
+            }
+            wq.flush();
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(n.load(Ordering::SeqCst), N);
+    let took = adopted(&wq) - before;
+    assert!(took >= 1, "CPU a's pool adopted nothing");
+    println!("ADOPTED-BETWEEN {took}");
+    // The starved pool fails again after its backoff: the same episode.
+    let first = failed(&starved);
+    assert!(
+        common::wait_for(|| failed(&starved) > first),
+        "never retried"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    cmwq::debug_fail_worker_creation(false);
+    assert!(
+        common::wait_for(|| ran.load(Ordering::SeqCst) == 1),
+        "never ran"
+    );
+}
+
 /// A gate the blocking items wait at, opened by the item that must not wait
 /// behind them; a wait gives up after `GATE_TIMEOUT` so that a failure ends.
 #[derive(Default)]

@@ -161,7 +161,7 @@ impl Pool {
         drop(g);
         let res = if pod && adopt_spare(self, idx, lane) {
             self.adopted.fetch_add(1, Ordering::Relaxed);
-            Ok(())
+            Ok(false)
         } else if FAIL_CREATE.load(Ordering::Relaxed) {
             Err(std::io::Error::other(
                 "worker creation disabled by test hook",
@@ -171,7 +171,7 @@ impl Pool {
             threads::start(info.name.clone(), move || {
                 crate::hooks::with_hooks(info, || run_worker(self, idx, lane))
             })
-            .map(drop)
+            .map(|_| true)
         };
         // Said with no lock held: stderr may block.
         match &res {
@@ -185,11 +185,16 @@ impl Pool {
                 );
             }
             Err(_) => {}
-            Ok(_) => {
+            // A thread started: the episode is over. An adopted worker is
+            // not one (no thread was created; the limit may still bind), so
+            // it leaves the episode open rather than let the next failure
+            // say it again.
+            Ok(true) => {
                 if CREATE_FAIL_SAID.load(Ordering::Relaxed) {
                     CREATE_FAIL_SAID.store(false, Ordering::Relaxed);
                 }
             }
+            Ok(false) => {}
         }
         let mut g = self.lock();
         g.manager_active = false;
