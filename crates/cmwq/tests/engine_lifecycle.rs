@@ -411,3 +411,75 @@ fn a_flusher_never_waits_on_the_next_user_of_a_freed_pwq() {
     );
     flusher.join().unwrap();
 }
+
+/// An idle worker of a one-lane pool that is not in excess parks without
+/// the idle timeout (no kernel timer armed per park), so a pool that comes
+/// to have too many workers must still cull them all: a culled worker that
+/// leaves the pool in excess wakes the next idle one, which parks with the
+/// timeout. Ten workers go idle at once; the first few park untimed (the
+/// pool is not in excess yet) and the rest with the timeout; the pool must
+/// end with the kernel's two idle workers, not with the untimed ones too.
+/// In a process of its own: the idle timeout is process-wide.
+#[test]
+fn workers_parked_untimed_are_culled_when_the_pool_has_too_many() {
+    if !common::in_own_process(
+        "workers_parked_untimed_are_culled_when_the_pool_has_too_many",
+        "CMWQ_T_UNTIMED",
+    ) {
+        return;
+    }
+    const N: usize = 10;
+    cmwq::set_idle_timeout(Duration::from_millis(30));
+    // A one-CPU pod: a pool with one lane (nice 13: a pool of its own).
+    let wq = Workqueue::builder("untimed_cull")
+        .unbound()
+        .affinity_scope(Scope::Cpu)
+        .nice(13)
+        .max_active(N)
+        .build()
+        .unwrap();
+    let cpu = common::current_cpu();
+    let gate = Arc::new(std::sync::Barrier::new(N));
+    for _ in 0..N {
+        let gate = gate.clone();
+        wq.execute_on(cpu, move || {
+            cmwq::blocking(|| {
+                gate.wait();
+            })
+        })
+        .unwrap();
+    }
+    wq.flush();
+    // The pool that ran them (the queue's other pools keep their own).
+    let ran = wq
+        .pool_counts()
+        .into_iter()
+        .find(|c| c.local as usize >= N)
+        .expect("a pool ran the items")
+        .pool;
+    let counts = || {
+        let c = wq
+            .pool_counts()
+            .into_iter()
+            .find(|c| c.pool == ran)
+            .unwrap();
+        (c.workers, c.idle)
+    };
+    let (mut workers, mut idle) = (0, 0);
+    let mut peak = 0;
+    let settled = eventually(|| {
+        (workers, idle) = counts();
+        peak = peak.max(workers);
+        workers == 2
+    });
+    assert!(peak >= 3, "the pool never had too many workers ({peak})");
+    assert!(
+        settled,
+        "the pool kept {workers} workers ({idle} idle) after its {N} items: \
+         the kernel's rule keeps two idle; {:?}",
+        wq.pool_counts()
+    );
+    // And stays there: nothing culls below the two kept.
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(counts().0, 2);
+}

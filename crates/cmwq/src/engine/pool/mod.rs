@@ -135,8 +135,10 @@ pub(crate) const NR_COLORS: usize = 16;
 /// A list of items (a lane's worklist, a pwq's inactive list, a worker's
 /// `scheduled`) whose capacity grew past this many items during a peak is
 /// given back once it is empty and its pool or pwq is idle: a worker going
-/// idle looks at its lane, a pwq whose last item ends at its inactive list,
-/// a worker idle for a whole idle timeout at every list of its pool
+/// idle looks at its lane and its own `scheduled` list, a pwq whose last
+/// item ends at its inactive list, and in a pool of several lanes (whose
+/// other lanes' lists no worker of theirs may look at) a worker idle for a
+/// whole idle timeout at every list of its pool
 /// ([`PoolInner::shrink_lists`]). The check is one comparison where the
 /// list is found empty anyway; the memory moves once per peak.
 const SHRINK_ABOVE: usize = 1024;
@@ -664,6 +666,11 @@ impl PoolInner {
             return it;
         }
         let n = self.lanes.len();
+        if n == 1 {
+            // A bound pool or a per-CPU pool: no other lane to steal from
+            // (every item's last look, so no search is set up for it).
+            return None;
+        }
         let mut now = LazyNow::default();
         let d = lanes_from(h, n)
             .skip(1)

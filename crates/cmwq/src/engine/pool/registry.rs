@@ -63,6 +63,7 @@ pub fn debug_fail_worker_creation(fail: bool) {
     FAIL_CREATE.store(fail, Ordering::Relaxed);
 }
 
+#[inline]
 pub(crate) fn get_pool(id: u32) -> Option<&'static Pool> {
     POOLS.get(id as usize).and_then(|c| c.get().copied())
 }

@@ -29,6 +29,7 @@ impl WqInner {
     }
 
     /// Draining, and the caller is not one of this queue's own items.
+    #[inline]
     pub(super) fn refuses_outsiders(self: &Arc<Self>) -> bool {
         self.draining.load(Ordering::Relaxed) > 0
             && pool::current_wq_addr() != Arc::as_ptr(self) as usize
@@ -113,6 +114,7 @@ impl WqInner {
 
     /// The topology CPU that routes work queued from here: this CPU if it has
     /// a pwq, else the CPUs of the mask in turn.
+    #[inline]
     pub(super) fn local_cpu(&self) -> usize {
         let c = sched::current_cpu();
         if self.map.has(c) {
