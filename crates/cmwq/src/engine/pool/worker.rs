@@ -50,8 +50,10 @@ impl PoolInner {
             l.worklist = VecDeque::with_capacity(LANE_LIST_CAP);
         }
         let s = &mut self.workers[me].scheduled;
-        if s.capacity() > SHRINK_ABOVE {
-            // Empty (it ran them all before going idle): the same.
+        if s.is_empty() && s.capacity() > SHRINK_ABOVE {
+            // Its own list of items that waited for their running instance
+            // on it, drained after a peak: the same. (Not empty when it
+            // yields its unit of the CPU budget with items handed to it.)
             *s = VecDeque::new();
         }
     }
