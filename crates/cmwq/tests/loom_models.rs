@@ -1267,9 +1267,15 @@ mod watchdog {
         Recheck,
         /// Park right after publishing `parked`.
         NoRecheck,
+        /// Re-read only CPU 0's word of the count.
+        OneWord,
     }
 
-    pub fn run(park: Park, workers: usize) {
+    /// `workers`: each worker's CPU (the gate keeps a word per CPU, two in
+    /// loom builds: CPUs 0 and 2 share one) and whether it goes idle again
+    /// right after (its word back to zero); the last stays busy, so the
+    /// watchdog must run a tick.
+    pub fn run(park: Park, workers: &'static [(usize, bool)]) {
         check(3, move || {
             let gate = Arc::new(WatchdogGate::default());
             let handle: Arc<Mutex<Option<Thread>>> = Arc::new(Mutex::new(None));
@@ -1283,6 +1289,7 @@ mod watchdog {
                         match park {
                             Park::Recheck => g.park_if_idle(thread::park),
                             Park::NoRecheck => g.park_without_recheck(thread::park),
+                            Park::OneWord => g.park_reading_one_word(thread::park),
                         }
                         continue;
                     }
@@ -1291,14 +1298,18 @@ mod watchdog {
                     return;
                 }
             });
-            let ws: Vec<_> = (0..workers)
-                .map(|_| {
+            let ws: Vec<_> = workers
+                .iter()
+                .map(|&(cpu, exits)| {
                     let (g, h) = (gate.clone(), handle.clone());
                     thread::spawn(move || {
-                        if g.enter()
+                        if g.enter(cpu)
                             && let Some(t) = h.lock().unwrap().as_ref()
                         {
                             t.unpark();
+                        }
+                        if exits {
+                            g.exit(cpu);
                         }
                     })
                 })
@@ -1314,23 +1325,54 @@ mod watchdog {
 
 #[test]
 fn watchdog_park_vs_busy_enter() {
-    watchdog::run(watchdog::Park::Recheck, 1);
+    watchdog::run(watchdog::Park::Recheck, &[(0, false)]);
 }
 
+/// Two workers of one CPU: the second finds the word non-zero and does not
+/// look at `parked`.
 #[test]
-fn watchdog_park_vs_two_busy_enters() {
-    watchdog::run(watchdog::Park::Recheck, 2);
+fn watchdog_park_vs_two_busy_enters_on_one_cpu() {
+    watchdog::run(watchdog::Park::Recheck, &[(0, false), (2, false)]);
+}
+
+/// Two workers of two CPUs: two words, each first of its own.
+#[test]
+fn watchdog_park_vs_two_busy_enters_on_two_cpus() {
+    watchdog::run(watchdog::Park::Recheck, &[(0, false), (1, false)]);
+}
+
+/// A worker's spell ends (its word back to zero) while another CPU's
+/// begins, and one of the same CPU as the first begins after it.
+#[test]
+fn watchdog_park_vs_a_spell_ending_beside_others() {
+    watchdog::run(
+        watchdog::Park::Recheck,
+        &[(0, true), (1, false), (2, false)],
+    );
 }
 
 #[test]
 #[ignore = "negative control: fails by design; run by watchdog_park_without_recheck_is_caught"]
 fn child_watchdog_park_without_recheck() {
-    watchdog::run(watchdog::Park::NoRecheck, 1);
+    watchdog::run(watchdog::Park::NoRecheck, &[(0, false)]);
 }
 
 #[test]
 fn watchdog_park_without_recheck_is_caught() {
     expect_child_failure("child_watchdog_park_without_recheck", "deadlock");
+}
+
+#[test]
+#[ignore = "negative control: fails by design; run by watchdog_park_reading_one_word_is_caught"]
+fn child_watchdog_park_reading_one_word() {
+    watchdog::run(watchdog::Park::OneWord, &[(1, false)]);
+}
+
+/// The per-CPU words: a watchdog that re-reads one word parks while a worker
+/// of another CPU is busy.
+#[test]
+fn watchdog_park_reading_one_word_is_caught() {
+    expect_child_failure("child_watchdog_park_reading_one_word", "deadlock");
 }
 
 // ---------------------------------------------------------------------------

@@ -142,10 +142,14 @@ impl Default for WatchdogGate {
 }
 
 impl WatchdogGate {
-    /// `ParkGate::enter`, as `busy_enter` calls it: true when the caller
-    /// must unpark the watchdog.
-    pub fn enter(&self) -> bool {
-        self.0.enter()
+    /// `ParkGate::enter`, as `busy_enter` calls it for a worker of CPU
+    /// `cpu`: true when the caller must unpark the watchdog.
+    pub fn enter(&self, cpu: usize) -> bool {
+        self.0.enter(cpu)
+    }
+    /// `ParkGate::exit`, as `busy_exit` calls it.
+    pub fn exit(&self, cpu: usize) {
+        self.0.exit(cpu)
     }
     /// `ParkGate::park_if` with `watchdog::run`'s test (nobody busy).
     pub fn park_if_idle(&self, park: impl FnOnce()) {
@@ -155,6 +159,11 @@ impl WatchdogGate {
     /// watchdog of a model's negative control, which never re-reads `busy`.
     pub fn park_without_recheck(&self, park: impl FnOnce()) {
         self.0.park_if(|_| true, park)
+    }
+    /// `ParkGate::park_if` with a test that reads only CPU 0's word: the
+    /// broken watchdog of a model's negative control for the per-CPU words.
+    pub fn park_reading_one_word(&self, park: impl FnOnce()) {
+        self.0.park_if(|g| g.busy_in(0) == 0, park)
     }
     /// The watchdog's first look before it parks (`run`): nobody busy.
     pub fn idle(&self) -> bool {

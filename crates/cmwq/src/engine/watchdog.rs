@@ -41,8 +41,10 @@
 //! increments `BUSY` then reads `PARKED`; both `SeqCst`, so one of them sees the
 //! other, and `unpark` before `park` leaves a token.
 //!
-//! The cost on the hot path is one atomic add and one load per worker wakeup
-//! (not per item), and nothing while the watchdog runs. The fast looks cost
+//! The cost on the hot path is one atomic add and one subtract per busy
+//! spell of a worker (not per item at a backlog), on a word of its CPU's
+//! (`watchdog/gate.rs`: one word for the process travelled between the CPUs),
+//! and a load when the word was zero. The fast looks cost
 //! one wakeup of this thread per millisecond, only while work waits on a
 //! managed pool whose items were seen to block.
 
@@ -132,18 +134,18 @@ pub(crate) fn ensure_started() -> Result<(), crate::Error> {
     Ok(())
 }
 
-/// A worker leaves idle to run items.
+/// A worker of CPU `cpu` (its lane's) leaves idle to run items.
 #[inline]
-pub(crate) fn busy_enter() {
-    if GATE.enter() {
+pub(crate) fn busy_enter(cpu: usize) {
+    if GATE.enter(cpu) {
         wake();
     }
 }
 
-/// A worker goes back to idle.
+/// A worker goes back to idle; `cpu` is what it entered with.
 #[inline]
-pub(crate) fn busy_exit() {
-    GATE.exit();
+pub(crate) fn busy_exit(cpu: usize) {
+    GATE.exit(cpu);
 }
 
 /// A pool could not start a worker: keep watching it even if nothing is busy,

@@ -220,6 +220,7 @@ fn worker_thread(
         me,
         busy: false,
         lent: false,
+        cpu: 0,
     };
     trace::worker_created(pool.id, me);
     // Opened on this thread, before the lock: a syscall and a mapping. Once
@@ -269,7 +270,8 @@ fn worker_thread(
             g.lanes[h].runner = me;
         }
         pool.update_lendable(&g);
-        watchdog::busy_enter();
+        exit.cpu = g.lanes[h].cpu;
+        watchdog::busy_enter(exit.cpu);
         exit.busy = true;
         (g, yielded) = run_busy(pool, me, h, g, &mut wq_cache, &mut probe_tried);
         g.workers[me].last_start = None;
@@ -277,7 +279,7 @@ fn worker_thread(
             g.lanes[h].nr_running -= 1;
         }
         g.lanes[h].worker_left();
-        watchdog::busy_exit();
+        watchdog::busy_exit(exit.cpu);
         exit.busy = false;
     }
 }
@@ -426,12 +428,13 @@ fn help_as_guest(
     if !g.work_for(h) && g.budget_take(me, to) {
         g.lanes[h].nr_lent += 1;
         g.workers[me].lent = true;
+        exit.cpu = g.lanes[h].cpu;
         pool.update_lendable(&g);
         drop(g);
         exit.lent = true;
-        watchdog::busy_enter();
+        watchdog::busy_enter(exit.cpu);
         let ran = to.host_guest();
-        watchdog::busy_exit();
+        watchdog::busy_exit(exit.cpu);
         exit.lent = false;
         g = pool.lock();
         if g.workers[me].blocked != 0 {
@@ -506,12 +509,16 @@ struct WorkerExit {
     busy: bool,
     /// Away as a guest: counted in its lane's `nr_lent` and in `BUSY`.
     lent: bool,
+    /// The CPU it counts under in `BUSY` while busy or lent (its lane's when
+    /// it entered; the watchdog's gate keeps a word per CPU).
+    cpu: usize,
 }
 
 impl Drop for WorkerExit {
     fn drop(&mut self) {
         if thread::panicking() {
-            self.pool.worker_died(self.me, self.busy, self.lent);
+            self.pool
+                .worker_died(self.me, self.busy, self.lent, self.cpu);
         }
     }
 }
@@ -544,7 +551,7 @@ impl Pool {
     /// completes as panicked (flushers and `cancel_sync` are released), its
     /// `scheduled` items go back on their lanes, it leaves every count, and a
     /// worker is woken or started for what waits. Counted in `workers_lost`.
-    fn worker_died(&'static self, me: usize, busy: bool, lent: bool) {
+    fn worker_died(&'static self, me: usize, busy: bool, lent: bool, cpu: usize) {
         self.workers_lost.fetch_add(1, Ordering::Relaxed);
         let mut g = self.lock();
         let h = g.workers[me].lane;
@@ -554,7 +561,7 @@ impl Pool {
             }
             g.workers[me].lent = false;
             g.workers[me].blocked = 0;
-            watchdog::busy_exit();
+            watchdog::busy_exit(cpu);
         }
         match g.workers[me].state {
             WState::Idle => g.leave_idle(me),
@@ -570,7 +577,7 @@ impl Pool {
                 g.lanes[h].nr_running -= 1;
             }
             g.lanes[h].worker_left();
-            watchdog::busy_exit();
+            watchdog::busy_exit(cpu);
         }
         let (unfinished, mut post) = self.abandon_slot(&mut g, me);
         let w = &mut g.workers[me];
