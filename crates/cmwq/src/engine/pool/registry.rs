@@ -49,6 +49,13 @@ thread_local! {
 }
 
 /// Sets how long surplus idle workers linger before they exit (kernel: 300 s).
+///
+/// A pool keeps two idle workers plus one per four busy ones. In a pool of
+/// one CPU (a bound queue's, or a per-CPU pool of a pod) only a worker that
+/// could be let go waits with this timeout, since a timed wait arms a kernel
+/// timer at every park: workers that went idle while the pool was not in
+/// excess wait untimed, and when the pool comes to have too many they are
+/// let go one timeout after another.
 pub fn set_idle_timeout(d: Duration) {
     IDLE_TIMEOUT_MS.store(
         d.as_millis().clamp(1, u64::MAX as u128) as u64,
