@@ -325,6 +325,15 @@ fn ordered_order_holds_across_lanes() {
     assert_eq!(log.len(), 300 * cpus().len());
 }
 
+/// (workers, adopted) summed over the pools `wq` uses.
+fn pod_workers(wq: &Workqueue) -> (usize, u64) {
+    let (per_cpu, dfl) = wq.cpu_pools();
+    let ids: HashSet<u32> = per_cpu.into_iter().flatten().chain(dfl).collect();
+    let s = cmwq::snapshot();
+    let pools = s.pools.iter().filter(|p| ids.contains(&p.id));
+    pools.fold((0, 0), |(w, ad), p| (w + p.workers, ad + p.adopted))
+}
+
 /// Where items block, a per-CPU pool of a pod takes the idle workers its
 /// partner has beyond its reserve instead of starting threads (adoption):
 /// the pod holds about the peak of its blocked items, not the sum of each
@@ -352,21 +361,14 @@ fn a_pool_adopts_its_partners_idle_workers() {
         .join()
         .unwrap();
     };
-    let pod = |wq: &Workqueue| {
-        let (per_cpu, dfl) = wq.cpu_pools();
-        let ids: HashSet<u32> = per_cpu.into_iter().flatten().chain(dfl).collect();
-        let s = cmwq::snapshot();
-        let pools = s.pools.iter().filter(|p| ids.contains(&p.id));
-        pools.fold((0, 0), |(w, ad), p| (w + p.workers, ad + p.adopted))
-    };
     burst(b);
-    let (after_first, _) = pod(&wq);
+    let (after_first, _) = pod_workers(&wq);
     assert!(
         after_first >= N,
         "{N} items ran at once on {after_first} workers"
     );
     burst(a);
-    let (workers, adopted) = pod(&wq);
+    let (workers, adopted) = pod_workers(&wq);
     // The second burst's blocks start their replacements several at a time
     // (`may_create_ahead`), so some are fresh threads where a partner's
     // spare was taken by a concurrent start; the pod still holds far fewer
@@ -420,17 +422,7 @@ fn an_adopted_worker_does_not_end_an_episode_of_failed_creation() {
     })
     .join()
     .unwrap();
-    let adopted = |wq: &Workqueue| -> u64 {
-        let (per_cpu, dfl) = wq.cpu_pools();
-        let ids: HashSet<u32> = per_cpu.into_iter().flatten().chain(dfl).collect();
-        let s = cmwq::snapshot();
-        s.pools
-            .iter()
-            .filter(|p| ids.contains(&p.id))
-            .map(|p| p.adopted)
-            .sum()
-    };
-    let before = adopted(&wq);
+    let (_, before) = pod_workers(&wq);
     cmwq::debug_fail_worker_creation(true);
     // A pool of its own (nice 12): no worker, none can start.
     let starved = Workqueue::builder("lanes_episode_starved")
@@ -464,7 +456,7 @@ fn an_adopted_worker_does_not_end_an_episode_of_failed_creation() {
     .join()
     .unwrap();
     assert_eq!(n.load(Ordering::SeqCst), N);
-    let took = adopted(&wq) - before;
+    let took = pod_workers(&wq).1 - before;
     assert!(took >= 1, "CPU a's pool adopted nothing");
     println!("ADOPTED-BETWEEN {took}");
     // The starved pool fails again after its backoff: the same episode.

@@ -343,7 +343,7 @@ fn wait_for_work(pool: &'static Pool, me: usize, mut g: MutexGuard<'static, Pool
             pool.update_lendable(&g);
             // Still too many: the idle worker on top of the fullest stack
             // may be in an untimed park; it looks again and parks with the
-            // timeout (see `park_for_work`).
+            // timeout (see `PoolInner::idle_timed`).
             let next = culled.then(|| g.idle_to_recheck()).flatten();
             drop(g);
             if let Some(t) = next {
