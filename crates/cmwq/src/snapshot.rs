@@ -246,6 +246,13 @@ pub struct PoolSnap {
     /// space differs").
     #[cfg_attr(feature = "serde", serde(default))]
     pub adopted: u64,
+    /// A worker of this pool was seen asleep inside an item it ran without
+    /// [`crate::blocking`] (the `/proc` sampler's find, see
+    /// `CMWQ_BLOCK_DETECT`): from then on its workers read their
+    /// context-switch records where `perf_event_open` allows it. A pool of
+    /// items that never sleep should show `false`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub blocks: bool,
     /// One per real CPU of the pod (a bound pool has one): where items were
     /// queued and who ran them. Not in the kernel, which has one worklist per
     /// pool; see the README's "Where user space differs".

@@ -62,7 +62,7 @@
 //! (waiting for its pool's lock, which the queuer holds while it looks), and
 //! waking another worker for that costs a cross-CPU wakeup for nothing. So a
 //! sleep counts at once only while the worker is inside its item's callback
-//! ([`in_item`]: a flag the worker sets around the call, which its probe
+//! ([`item_flag`]: a flag the worker sets around the call, which its probe
 //! shares), where a sleep is the item's, as the kernel's scheduler hook would
 //! see it; outside the callback (cmwq's own bookkeeping) it counts once it is
 //! [`MIN_ASLEEP`] old. Measured with `cmwq mix` (see the README): waiting the
@@ -78,7 +78,7 @@ use std::time::Duration;
 
 /// How long a worker outside its item's callback must have been asleep
 /// before a look takes it out of `nr_running`: longer than a wait for the
-/// pool lock. Inside the callback ([`in_item`]) any sleep counts.
+/// pool lock. Inside the callback ([`item_flag`]) any sleep counts.
 pub(crate) const MIN_ASLEEP: Duration = Duration::from_micros(50);
 
 thread_local! {
@@ -87,18 +87,15 @@ thread_local! {
     static IN_ITEM: OnceCell<Arc<AtomicBool>> = const { OnceCell::new() };
 }
 
-/// The calling worker enters (`true`) or leaves (`false`) an item's
-/// callback. A look reads it through the worker's probe: a sleep inside the
-/// callback is the item's. A thread that never opened a probe has no flag,
-/// and this does nothing. `Relaxed`: a hint; a stale value costs one wakeup
-/// too many or a sleep seen [`MIN_ASLEEP`] later, never a wrong count.
-#[inline]
-pub(crate) fn in_item(v: bool) {
-    IN_ITEM.with(|c| {
-        if let Some(f) = c.get() {
-            f.store(v, Ordering::Relaxed);
-        }
-    });
+/// The calling thread's "inside an item's callback" flag, made on first use
+/// and shared with every probe opened on the thread. A worker takes it at
+/// its start and sets it around each item's callback; a look reads it
+/// through the worker's probe, or the `/proc` sampler through the worker's
+/// slot, to tell a sleep in an item from a wait for one of cmwq's own locks.
+/// `Relaxed` stores: a hint; a stale value costs one wakeup too many or a
+/// sleep seen a look later, never a wrong count.
+pub(crate) fn item_flag() -> Arc<AtomicBool> {
+    IN_ITEM.with(|c| c.get_or_init(Default::default).clone())
 }
 
 /// Where a probed thread is, from its last switch record.
@@ -248,7 +245,7 @@ pub(crate) struct SwitchProbe {
     map_len: usize,
     data_off: usize,
     data_size: u64,
-    /// The thread's [`in_item`] flag.
+    /// The thread's [`item_flag`].
     in_item: Arc<AtomicBool>,
 }
 
@@ -350,7 +347,7 @@ impl SwitchProbe {
             map_len,
             data_off: page,
             data_size: page as u64,
-            in_item: IN_ITEM.with(|c| c.get_or_init(Default::default).clone()),
+            in_item: item_flag(),
         };
         // Kernels since 4.1 say where the data is; older ones put it at one page.
         let (off, size) = (probe.word(PAGE_DATA_OFFSET), probe.word(PAGE_DATA_SIZE));
@@ -380,7 +377,7 @@ impl SwitchProbe {
         head.load(Ordering::Acquire)
     }
 
-    /// Whether the thread is inside an item's callback (see [`in_item`]).
+    /// Whether the thread is inside an item's callback (see [`item_flag`]).
     pub(crate) fn in_item(&self) -> bool {
         self.in_item.load(Ordering::Relaxed)
     }

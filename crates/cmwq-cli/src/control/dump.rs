@@ -116,6 +116,10 @@ fn pool_line(p: &PoolSnap, id_len: usize, ref_len: usize) -> String {
     if p.policy == "fifo" {
         let _ = write!(s, " fifo={}", p.rt_priority);
     }
+    // Seen to block without `cmwq::blocking`: its workers read switch records.
+    if p.blocks {
+        s.push_str(" blocks");
+    }
     s
 }
 

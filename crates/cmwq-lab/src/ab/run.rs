@@ -522,10 +522,29 @@ pub fn table_pair(
     }
     let mut names: Vec<String> = PROCESS_METRICS.iter().map(|s| s.to_string()).collect();
     names.extend(COUNTER_METRICS.iter().map(|s| s.to_string()));
+    // One row on each side that the other lacks (`bench --scopes cache`
+    // against `--scopes cache_shard`): compared as one row, named for both.
+    let paired = paired_rows(side(a), side(b));
+    let value = |r: &RunRecord, name: &str| -> Option<f64> {
+        if let Some((ra, rb, joint)) = &paired
+            && let Some(metric) = name.strip_prefix(joint.as_str())
+        {
+            let row = if r.side == a { ra } else { rb };
+            return r.metrics.get(&format!("{row}{metric}")).copied();
+        }
+        r.metrics.get(name).copied()
+    };
     // Every metric any successful run of either side reported.
     let mut rest: Vec<String> = side(a)
         .chain(side(b))
         .flat_map(|r| r.metrics.keys().cloned())
+        .map(|k| match &paired {
+            Some((ra, rb, joint)) => match row_of(&k) {
+                Some((row, metric)) if row == ra || row == rb => format!("{joint}{metric}"),
+                _ => k,
+            },
+            None => k,
+        })
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -536,14 +555,17 @@ pub fn table_pair(
     });
     names.extend(rest);
     let mut t = AbTable::new(cfg).with_title(title);
+    if let Some((ra, rb, joint)) = &paired {
+        t.note(format!(
+            "{joint}: {} reported row {ra} and {} row {rb}, compared as one",
+            label(a),
+            label(b)
+        ));
+    }
     let mut last_reason: Option<String> = None;
     for name in names {
-        let va: Vec<f64> = side(a)
-            .filter_map(|r| r.metrics.get(&name).copied())
-            .collect();
-        let vb: Vec<f64> = side(b)
-            .filter_map(|r| r.metrics.get(&name).copied())
-            .collect();
+        let va: Vec<f64> = side(a).filter_map(|r| value(r, &name)).collect();
+        let vb: Vec<f64> = side(b).filter_map(|r| value(r, &name)).collect();
         let counter = COUNTER_METRICS.contains(&name.as_str());
         if va.len() == na && vb.len() == nb {
             t.push(Metric::new(name.clone(), direction_of(&name)), &va, &vb)
@@ -584,6 +606,46 @@ pub fn table_pair(
         }
     }
     Ok(t)
+}
+
+/// A metric's row and the rest of its name, split at the first space
+/// (`cmwq/cache items_per_sec` is row `cmwq/cache`, metric ` items_per_sec`);
+/// `None` for a name without a row (`wall s` and the other process metrics
+/// have a space too, but no `/`).
+fn row_of(name: &str) -> Option<(&str, &str)> {
+    let sp = name.find(' ')?;
+    let row = &name[..sp];
+    row.contains('/').then(|| (row, &name[sp..]))
+}
+
+/// The rows to compare as one: where every run of side A reports one row
+/// that no run of B reports and B one that A never does (the same bench
+/// with `--scopes cache` against `--scopes cache_shard`), that pair and the
+/// name of the joint row (`cmwq/cache|cache_shard`, the executor named
+/// once where both rows share it). `None` where the sides differ in more
+/// rows than that, or in none.
+fn paired_rows<'r>(
+    a: impl Iterator<Item = &'r RunRecord>,
+    b: impl Iterator<Item = &'r RunRecord>,
+) -> Option<(String, String, String)> {
+    use std::collections::BTreeSet;
+    let rows = |it: &mut dyn Iterator<Item = &'r RunRecord>| -> BTreeSet<String> {
+        it.flat_map(|r| r.metrics.keys())
+            .filter_map(|k| row_of(k).map(|(row, _)| row.to_string()))
+            .collect()
+    };
+    let (mut a, mut b) = (a, b);
+    let (ra, rb) = (rows(&mut a), rows(&mut b));
+    let only_a: Vec<&String> = ra.difference(&rb).collect();
+    let only_b: Vec<&String> = rb.difference(&ra).collect();
+    let ([x], [y]) = (only_a.as_slice(), only_b.as_slice()) else {
+        return None;
+    };
+    let joint = match (x.split_once('/'), y.split_once('/')) {
+        (Some((ex, sx)), Some((ey, sy))) if ex == ey => format!("{ex}/{sx}|{sy}"),
+        _ => format!("{x}|{y}"),
+    };
+    Some(((*x).clone(), (*y).clone(), joint))
 }
 
 /// fio's order of clat statistics (`clat min us` first, `clat p99.9 us`
@@ -648,6 +710,97 @@ mod tests {
         assert_eq!(m.get("cmwq/cpu items_per_sec"), Some(&400000.0));
         assert_eq!(m.get("cmwq/cpu enqueue_p95_ns"), Some(&900.0));
         assert_eq!(m.len(), 2);
+    }
+
+    fn record(side: usize, index: usize, metrics: &[(&str, f64)]) -> RunRecord {
+        RunRecord {
+            side,
+            index,
+            metrics: metrics.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn one_row_a_side_that_the_other_lacks_is_compared_as_one() {
+        // `bench --scopes cache` against `--scopes cache_shard`: every metric
+        // of one row was left out before, and the compare said nothing.
+        let mut recs = Vec::new();
+        for i in 0..3 {
+            let x = i as f64;
+            recs.push(record(
+                0,
+                i,
+                &[("cmwq/cache items_per_sec", 100.0 + x), ("wall s", 1.0)],
+            ));
+            recs.push(record(
+                1,
+                i,
+                &[
+                    ("cmwq/cache_shard items_per_sec", 200.0 + x),
+                    ("wall s", 1.0),
+                ],
+            ));
+        }
+        let p = paired_rows(
+            recs.iter().filter(|r| r.side == 0),
+            recs.iter().filter(|r| r.side == 1),
+        );
+        assert_eq!(
+            p,
+            Some((
+                "cmwq/cache".to_string(),
+                "cmwq/cache_shard".to_string(),
+                "cmwq/cache|cache_shard".to_string()
+            ))
+        );
+        let t = table_pair(&recs, 0, 1, CompareConfig::default(), "t").unwrap();
+        let row = t
+            .compared()
+            .find(|r| r.metric == "cmwq/cache|cache_shard items_per_sec")
+            .expect("the joint row is compared");
+        assert_eq!(
+            (row.stats.baseline.median, row.stats.experiment.median),
+            (101.0, 201.0)
+        );
+        let text = t.render_text(&crate::ab::table::RenderOptions::all());
+        assert!(
+            !text.contains("cmwq/cache items_per_sec: left out"),
+            "{text}"
+        );
+        // Rows shared by both sides, or several rows apart: no pairing.
+        let same: Vec<RunRecord> = (0..2)
+            .flat_map(|i| {
+                [
+                    record(0, i, &[("cmwq/cpu items_per_sec", 1.0)]),
+                    record(1, i, &[("cmwq/cpu items_per_sec", 2.0)]),
+                ]
+            })
+            .collect();
+        assert_eq!(
+            paired_rows(
+                same.iter().filter(|r| r.side == 0),
+                same.iter().filter(|r| r.side == 1)
+            ),
+            None
+        );
+        let two = [
+            record(0, 0, &[("cmwq/cpu x", 1.0), ("cmwq/smt x", 1.0)]),
+            record(1, 0, &[("cmwq/cache x", 1.0), ("cmwq/numa x", 1.0)]),
+        ];
+        assert_eq!(
+            paired_rows(
+                two.iter().filter(|r| r.side == 0),
+                two.iter().filter(|r| r.side == 1)
+            ),
+            None
+        );
+        // Process metrics have no row.
+        assert_eq!(row_of("wall s"), None);
+        assert_eq!(
+            row_of("cmwq/cpu items_per_sec"),
+            Some(("cmwq/cpu", " items_per_sec"))
+        );
     }
 
     #[test]

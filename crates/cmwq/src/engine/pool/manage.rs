@@ -114,6 +114,7 @@ impl Pool {
         let idx = g.alloc_slot(state);
         g.workers[idx].thread = Some(thread::current());
         g.workers[idx].tid = sched::gettid();
+        g.workers[idx].item_flag = Some(crate::switches::item_flag());
         idx
     }
 
@@ -122,6 +123,7 @@ impl Pool {
         g.workers[idx].state = WState::Exited;
         g.workers[idx].thread = None;
         g.workers[idx].tid = 0;
+        g.workers[idx].item_flag = None;
     }
 
     /// What worker `idx` serves: its name and what its hooks are told

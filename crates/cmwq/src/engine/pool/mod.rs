@@ -276,6 +276,16 @@ struct WorkerSlot {
     /// L: `seq` at the watchdog's previous look (the `/proc` fallback reads
     /// a worker only once it has stayed on one item since then).
     look_seq: u64,
+    /// L: the thread's "inside an item's callback" flag
+    /// ([`crate::switches::item_flag`]), which the `/proc` sampler reads
+    /// around its read of the thread's state (`None` while no thread holds
+    /// the slot).
+    item_flag: Option<Arc<AtomicBool>>,
+    /// L: `seq + 1` when the `/proc` sampler last found this worker asleep
+    /// outside its item's callback (0: not so): such a sleep counts only
+    /// when the next read finds it still asleep on the same item, as a
+    /// probe's counts only past [`crate::switches::MIN_ASLEEP`].
+    proc_asleep_out: u64,
     /// L: what names `current` in a lockup report (see [`lockup`]).
     label: super::work::Label,
     /// L: hidden from concurrency management (its thread cleared the
@@ -314,6 +324,8 @@ impl WorkerSlot {
             adopted_by: None,
             probe: None,
             look_seq: 0,
+            item_flag: None,
+            proc_asleep_out: 0,
             label: super::work::Label::Static(""),
             cm_exempt: false,
             budgeted: false,

@@ -25,6 +25,16 @@
 //! has waiting work (two reads per 10 ms on this machine), and between ticks
 //! only once it has stayed on one item since the previous look (a pool of
 //! short items costs no reads, only the look's pass under the lock).
+//! A `/proc` read tells only that the thread sleeps, not where, so the
+//! look reads the worker's in-callback flag on both sides of it
+//! ([`ProcRead`]): a sleep inside the callback counts at once, one outside
+//! it (a wait for cmwq's own locks, `current` still set) only when the next
+//! read finds it asleep on the same item. Before this rule, on a 16-CPU
+//! machine (the device run of stop 38), the sampler took waits for a
+//! contended pool lock for sleeps under `cmwq bench --batch 64`: pool after
+//! pool of the 16-CPU pod was marked as blocking, and the pod's throughput
+//! fell from 12 to 1.2 million items per second as probes and partner
+//! kicks came on ([`peek_partners`]).
 //! The first sleep the sampler sees in a pool turns probes on for its
 //! workers (`Pool::blocks`). Every managed pool with waiting work is looked
 //! at every [`LOOK`], and the watchdog's first look after it wakes from
@@ -88,7 +98,8 @@ use super::{BLOCKED_SAMPLED, NEXT_POOL, POOLS, Pool, PoolInner, WState, Wake};
 use crate::sched;
 use crate::switches::{self, LazyMono, MIN_ASLEEP, RunState, SwitchProbe};
 use crate::trace;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How often the watchdog looks at the workers of managed pools that have
 /// waiting work: an item queued before its worker fell asleep, with nothing
@@ -129,7 +140,7 @@ fn behind_backoff(backoff: u8, slept: bool, read_behind: bool) -> Option<u8> {
 }
 
 /// What a look found a worker doing.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Seen {
     Asleep,
     Awake,
@@ -304,6 +315,16 @@ impl PoolInner {
     }
 }
 
+/// The most partners' locks one [`peek_partners`] call tries.
+pub(super) const PEEK_TRIES: usize = 2;
+
+thread_local! {
+    /// Where this thread's next [`peek_partners`] starts among the pod's
+    /// pools: each call starts one further, so that under a backlog every
+    /// partner is tried in turn.
+    static PEEK_FROM: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// A: partners' kicks that woke a worker ([`peek_partners`]). `Relaxed`:
 /// a counter.
 static PARTNER_KICKS: AtomicU64 = AtomicU64::new(0);
@@ -340,16 +361,40 @@ pub fn partner_kicks() -> u64 {
 ///
 /// No lock is held: a partner's lock is only tried (never waited for, so
 /// per-CPU pools still never hold two locks), and only partners that say
-/// they have items behind a worker are tried. A pool never seen to block
-/// pays one load in `unlock_wake`.
+/// they have items behind a worker are tried, at most [`PEEK_TRIES`] of
+/// them per call, from a place that turns with each call of the thread. A
+/// pool never seen to block pays one load in `unlock_wake`.
+///
+/// Why a bound: under a backlog every partner has items behind a worker.
+/// On a 16-CPU machine (the device run of stop 38), with the pools of a
+/// 16-CPU pod seen to block, trying all 15 partners' locks at every queue
+/// and item start cut `cmwq bench --batch 64` from 12 to 1.2 million items
+/// per second (13 µs of CPU per item, against 1.1). Where few partners have
+/// items waiting, which is when one sleeps among CPU-bound neighbours,
+/// each of them is still tried at every call.
 pub(super) fn peek_partners(pool: &'static Pool) {
     let Some(pods) = pool.pod_pools.get() else {
         return;
     };
-    for &d in pods.iter() {
+    let n = pods.len();
+    if n == 0 {
+        return;
+    }
+    let from = PEEK_FROM.with(|c| {
+        let v = c.get();
+        c.set(v.wrapping_add(1));
+        v
+    }) % n;
+    let mut tries = 0;
+    for k in 0..n {
+        let d = pods[(from + k) % n];
         if std::ptr::eq(d, pool) || !d.behind.0.load(Ordering::Relaxed) {
             continue;
         }
+        if tries == PEEK_TRIES {
+            break;
+        }
+        tries += 1;
         let Some(mut g) = d.inner.try_lock() else {
             continue;
         };
@@ -371,6 +416,53 @@ struct ProcLook {
     i: usize,
     tid: i32,
     seq: u64,
+    /// Its thread's "inside an item's callback" flag.
+    flag: Option<Arc<AtomicBool>>,
+}
+
+/// What one `/proc` read of a worker says, with its item-callback flag read
+/// on both sides of it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ProcRead {
+    /// Not asleep (running or runnable), or the read failed.
+    Awake,
+    /// Asleep, inside its item's callback at both flag reads: the item's
+    /// sleep (the worker cannot leave the callback and come back into it on
+    /// the same item).
+    AsleepInItem,
+    /// Asleep, and outside the callback at either flag read: maybe a wait
+    /// for one of cmwq's own locks (a queuer holds the pool lock while it
+    /// looks), which must not count as the item's sleep.
+    AsleepOutside,
+}
+
+impl ProcRead {
+    /// Reads worker `tid`'s state between two reads of its flag.
+    fn of(tid: i32, flag: Option<&AtomicBool>) -> Option<ProcRead> {
+        // Acquire on both sides: the state read stays between the two.
+        let before = flag.is_some_and(|f| f.load(Ordering::Acquire));
+        let c = sched::thread_state(tid)?;
+        let after = flag.is_some_and(|f| f.load(Ordering::Acquire));
+        Some(match Seen::of_state(c) {
+            Seen::Awake => ProcRead::Awake,
+            Seen::Asleep if before && after => ProcRead::AsleepInItem,
+            Seen::Asleep => ProcRead::AsleepOutside,
+        })
+    }
+}
+
+/// Whether a `/proc` read takes a worker out of `nr_running`, given whether
+/// the previous read found it asleep outside its callback on the same item
+/// (`out_before`): inside the callback at once, outside only at the second
+/// such read in a row, a look or more apart (longer than a lock wait, as a
+/// probe's [`MIN_ASLEEP`]). `None`: no verdict yet.
+fn proc_verdict(r: ProcRead, out_before: bool) -> Option<Seen> {
+    match r {
+        ProcRead::Awake => Some(Seen::Awake),
+        ProcRead::AsleepInItem => Some(Seen::Asleep),
+        ProcRead::AsleepOutside if out_before => Some(Seen::Asleep),
+        ProcRead::AsleepOutside => None,
+    }
 }
 
 impl Pool {
@@ -440,6 +532,7 @@ impl Pool {
                             i,
                             tid: w.tid,
                             seq: w.seq,
+                            flag: w.item_flag.clone(),
                         });
                     }
                     g.workers[i].look_seq = g.workers[i].seq;
@@ -455,17 +548,26 @@ impl Pool {
         }
         if !reads.is_empty() {
             drop(g);
-            let states: Vec<Option<char>> =
-                reads.iter().map(|r| sched::thread_state(r.tid)).collect();
+            let states: Vec<Option<ProcRead>> = reads
+                .iter()
+                .map(|r| ProcRead::of(r.tid, r.flag.as_deref()))
+                .collect();
             g = self.lock();
             for (r, state) in reads.iter().zip(states) {
-                let w = &g.workers[r.i];
+                let w = &mut g.workers[r.i];
                 // Moved on to another item, or another thread holds the slot.
                 if w.seq != r.seq || w.tid != r.tid || !w.watched() {
                     continue;
                 }
-                if let Some(c) = state
-                    && g.note_seen(r.i, Seen::of_state(c))
+                let Some(state) = state else { continue };
+                let out_before = w.proc_asleep_out == r.seq + 1;
+                w.proc_asleep_out = if state == ProcRead::AsleepOutside {
+                    r.seq + 1
+                } else {
+                    0
+                };
+                if let Some(seen) = proc_verdict(state, out_before)
+                    && g.note_seen(r.i, seen)
                 {
                     slept = true;
                     g = self.kick_past(g, r.i, &mut wake);
@@ -572,6 +674,94 @@ mod tests {
     }
 
     #[test]
+    fn a_proc_read_counts_a_sleep_in_the_callback_at_once_one_outside_at_the_second_read() {
+        assert_eq!(
+            proc_verdict(ProcRead::AsleepInItem, false),
+            Some(Seen::Asleep)
+        );
+        // Outside the callback it may be a wait for the pool lock: the first
+        // read gives no verdict, the second in a row on the same item counts.
+        assert_eq!(proc_verdict(ProcRead::AsleepOutside, false), None);
+        assert_eq!(
+            proc_verdict(ProcRead::AsleepOutside, true),
+            Some(Seen::Asleep)
+        );
+        for out_before in [false, true] {
+            assert_eq!(proc_verdict(ProcRead::Awake, out_before), Some(Seen::Awake));
+        }
+    }
+
+    #[test]
+    fn a_proc_read_tells_a_sleep_in_an_item_from_one_outside() {
+        use std::sync::mpsc;
+        // A thread that sleeps with its flag as given, until told to stop.
+        let sleeper = |in_item: bool| {
+            let flag = Arc::new(AtomicBool::new(in_item));
+            let (tid_tx, tid_rx) = mpsc::channel();
+            let (stop_tx, stop_rx) = mpsc::channel::<()>();
+            let h = std::thread::spawn(move || {
+                tid_tx.send(sched::gettid()).unwrap();
+                let _ = stop_rx.recv();
+            });
+            let tid = tid_rx.recv().unwrap();
+            (flag, tid, stop_tx, h)
+        };
+        for (in_item, want) in [
+            (true, ProcRead::AsleepInItem),
+            (false, ProcRead::AsleepOutside),
+        ] {
+            let (flag, tid, stop, h) = sleeper(in_item);
+            // It blocks in recv() soon; a read may first find it running.
+            let mut got = None;
+            for _ in 0..2000 {
+                got = ProcRead::of(tid, Some(&flag));
+                if got == Some(want) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(got, Some(want), "in_item {in_item}");
+            stop.send(()).unwrap();
+            h.join().unwrap();
+        }
+        // No flag (a thread that never took one): never the item's sleep.
+        let (_, tid, stop, h) = sleeper(true);
+        let mut got = None;
+        for _ in 0..2000 {
+            got = ProcRead::of(tid, None);
+            if got == Some(ProcRead::AsleepOutside) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(got, Some(ProcRead::AsleepOutside));
+        stop.send(()).unwrap();
+        h.join().unwrap();
+        // A thread that spins is awake.
+        let spin = Arc::new(AtomicBool::new(true));
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let s2 = spin.clone();
+        let h = std::thread::spawn(move || {
+            tid_tx.send(sched::gettid()).unwrap();
+            while s2.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        let tid = tid_rx.recv().unwrap();
+        let flag = AtomicBool::new(true);
+        let mut awake = false;
+        for _ in 0..2000 {
+            if ProcRead::of(tid, Some(&flag)) == Some(ProcRead::Awake) {
+                awake = true;
+                break;
+            }
+        }
+        spin.store(false, Ordering::Relaxed);
+        h.join().unwrap();
+        assert!(awake, "a spinning thread reads as awake");
+    }
+
+    #[test]
     fn the_sampler_reads_a_worker_that_items_wait_behind_at_once() {
         // Between ticks, on a new item, nothing waiting: not read (a pool of
         // short items costs no reads).
@@ -612,12 +802,13 @@ mod tests {
             return;
         };
         assert!(!probe.in_item());
-        switches::in_item(true);
+        let flag = switches::item_flag();
+        flag.store(true, Ordering::Relaxed);
         assert!(
             probe.in_item(),
             "set on the probe's thread, read through the probe"
         );
-        switches::in_item(false);
+        flag.store(false, Ordering::Relaxed);
         assert!(!probe.in_item());
     }
 }

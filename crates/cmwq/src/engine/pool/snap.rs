@@ -103,6 +103,7 @@ impl Pool {
             lockups,
             rebinds,
             adopted: self.adopted.load(Ordering::Relaxed),
+            blocks: self.blocks.load(Ordering::Relaxed),
             lanes,
         })
     }

@@ -5,7 +5,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -147,6 +147,7 @@ impl Pool {
     ) -> (MutexGuard<'a, PoolInner>, usize) {
         let idx = Self::attach_borrowed(&mut g, state);
         let guard = BorrowedExit { pool: self, idx };
+        let in_item = switches::item_flag();
         let mut cache = None;
         let mut ran = 0;
         loop {
@@ -164,7 +165,7 @@ impl Pool {
                 continue;
             }
             started(&mut g);
-            g = process_one_work(self, idx, g, item, &mut cache, false);
+            g = process_one_work(self, idx, g, item, &mut cache, false, &in_item);
             ran += 1;
         }
         std::mem::forget(guard);
@@ -233,7 +234,9 @@ fn worker_thread(
             (want, want.then(SwitchProbe::open_current).flatten())
         }
     };
-    let mut g = worker_start(pool, me, home, probe);
+    // This thread's in-callback flag, which its slot shares (`worker_start`).
+    let in_item = switches::item_flag();
+    let mut g = worker_start(pool, me, home, probe, &in_item);
     // Went idle to let other pools have its unit of the CPU budget.
     let mut yielded = false;
     loop {
@@ -273,7 +276,7 @@ fn worker_thread(
         exit.cpu = g.lanes[h].cpu;
         watchdog::busy_enter(exit.cpu);
         exit.busy = true;
-        (g, yielded) = run_busy(pool, me, h, g, &mut wq_cache, &mut probe_tried);
+        (g, yielded) = run_busy(pool, me, h, g, &mut wq_cache, &mut probe_tried, &in_item);
         g.workers[me].last_start = None;
         if pool.managed {
             g.lanes[h].nr_running -= 1;
@@ -295,10 +298,12 @@ fn worker_start(
     me: usize,
     home: usize,
     probe: Option<SwitchProbe>,
+    in_item: &Arc<AtomicBool>,
 ) -> MutexGuard<'static, PoolInner> {
     let mut g = pool.lock();
     g.workers[me].thread = Some(thread::current());
     g.workers[me].tid = sched::gettid();
+    g.workers[me].item_flag = Some(in_item.clone());
     let target = pool.pin_target(&g, g.lanes[home].cpu);
     Pool::pin(0, &target);
     g.set_probe(me, probe);
@@ -461,6 +466,7 @@ fn run_busy(
     mut g: MutexGuard<'static, PoolInner>,
     wq_cache: &mut Option<Arc<WqInner>>,
     probe_tried: &mut bool,
+    in_item: &AtomicBool,
 ) -> (MutexGuard<'static, PoolInner>, bool) {
     let mut items = 0u32;
     loop {
@@ -480,7 +486,7 @@ fn run_busy(
             g.workers[other].scheduled.push_back(item);
             continue;
         }
-        g = process_one_work(pool, me, g, item, wq_cache, true);
+        g = process_one_work(pool, me, g, item, wq_cache, true, in_item);
         if !*probe_tried && pool.probe_wanted() {
             // The pool's items were seen to sleep: this worker reads its
             // switch records from its next item on (a worker may stay
@@ -584,6 +590,7 @@ impl Pool {
         w.state = WState::Exited;
         w.thread = None;
         w.tid = 0;
+        w.item_flag = None;
         w.blocked = 0;
         let probe = w.probe.take();
         g.nr_workers -= 1;
@@ -708,6 +715,7 @@ fn process_one_work<'a>(
     item: Item,
     cache: &mut Option<Arc<WqInner>>,
     counted: bool,
+    in_item: &AtomicBool,
 ) -> MutexGuard<'a, PoolInner> {
     // One borrow of each slot the item touches: every index is checked once.
     let inner = &mut *g;
@@ -771,20 +779,15 @@ fn process_one_work<'a>(
     // Chain execution: wake another worker if work still waits and nobody
     // runs it, or if this lane lags and another CPU of the pod is free.
     let wake = g.kick(hint);
-    // Only a pool with probes reads the flag (a pool never seen to block
-    // pays a load and a branch, not a thread-local lookup).
-    let flag = g.probed;
     unlock_wake(pool, g, wake);
     times.start();
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
-    if flag {
-        switches::in_item(true);
-    }
+    // Read by a probe or by the `/proc` sampler: a sleep between these two
+    // is the item's; one outside is cmwq's own (a wait for a lock).
+    in_item.store(true, Ordering::Relaxed);
     let res = catch_unwind(AssertUnwindSafe(|| work.func.run()));
-    if flag {
-        switches::in_item(false);
-    }
+    in_item.store(false, Ordering::Relaxed);
     times.end();
     // A panic ends a cycle that someone may await (a `Work`'s: one-off jobs
     // catch their own). The handlers run as part of the item: what the item
