@@ -158,8 +158,19 @@ impl PoolInner {
             return Some(w);
         }
         if self.lanes[0].unserved(cap) {
-            // Nobody idle here: a partner may lend one.
-            return self.wake_for(0, false).or(Some(Wake::Spread));
+            // Nobody idle here: a partner may lend one. If none says it can,
+            // `None`, so that a worker that just blocked starts its own
+            // replacement (`may_create_ahead`) instead of asking partners
+            // that have nobody to lend: on a 16-CPU pod with hundreds of
+            // items blocked at once, every lane was short, the spread found
+            // no lender, and no replacement was started ahead (the device
+            // run of stop 38: `cmwq mix` at 20 ms blocks, 16 producers).
+            return self.wake_for(0, false).or_else(|| {
+                self.partners
+                    .iter()
+                    .any(|p| p.lendable.0.load(Ordering::Relaxed))
+                    .then_some(Wake::Spread)
+            });
         }
         if self.lanes[0].has_work()
             && self
