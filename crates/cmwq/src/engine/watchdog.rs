@@ -109,6 +109,12 @@ pub fn watchdog_ticks() -> u64 {
     TICKS.load(Ordering::Relaxed)
 }
 
+/// [`watchdog_ticks`] for the engine (inlined into the pool's unlock path).
+#[inline]
+pub(crate) fn ticks() -> u64 {
+    TICKS.load(Ordering::Relaxed)
+}
+
 /// How many looks for sleeping workers the watchdog has made: one after each
 /// tick, and one every millisecond while a concurrency-managed pool has
 /// waiting work (what the detection of unannotated blocking costs).

@@ -243,6 +243,9 @@ pub(super) fn lanes_from(first: usize, n: usize) -> impl Iterator<Item = usize> 
 #[cfg_attr(not(feature = "inline-unlock"), inline(never))]
 pub(super) fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wake: Option<Wake>) {
     pool.update_lendable(&g);
+    // Kick partners only while the pod's items are seen to sleep (a pool
+    // never seen to block pays the one load).
+    let peek = pool.blocks.load(Ordering::Relaxed) && pool.pod_slept_recently(&g);
     match pool.attrs.wake {
         // A spread takes a partner's lock: never while holding ours.
         WakeMode::UnderLock if !matches!(wake, Some(Wake::Spread)) => {
@@ -258,7 +261,7 @@ pub(super) fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wak
             }
         }
     }
-    if pool.blocks.load(Ordering::Relaxed) {
+    if peek {
         super::sleep::peek_partners(pool);
     }
 }

@@ -458,6 +458,10 @@ pub(crate) struct PoolInner {
     /// [`sleep::BEHIND_BACKOFF_MAX`]; a sleep found starts it over).
     sample_skip: u8,
     sample_backoff: u8,
+    /// L: the watchdog tick (plus one; 0: never) at which a worker of this
+    /// pool was last seen asleep in its item. A pool marked `blocks` kicks
+    /// its partners only while this is recent ([`sleep::slept_recently`]).
+    slept_tick: u64,
 }
 
 /// A worker pool.
@@ -491,6 +495,14 @@ pub(crate) struct Pool {
     /// it changes, on a line of its own; `Relaxed`: a hint, checked again
     /// under this pool's lock.
     behind: Lendable,
+    /// A: for the first pool of a pod, the pod's: the watchdog tick (plus
+    /// one; 0: never) at which any of its pools last saw a worker asleep
+    /// (see [`sleep::slept_recently`]). Each pool publishes its own
+    /// `slept_tick` here when it unlocks or looks; its partners' kicks
+    /// ([`sleep`]'s `peek_partners`) run only while it is recent.
+    /// `Relaxed`, on a line of its own: a hint (a stale value costs a kick
+    /// more or a sleeper found by the watchdog's look instead).
+    pod_slept: PodSlept,
     /// A: its items were seen to block (the `/proc` sampler found a worker
     /// asleep in one), or `CMWQ_BLOCK_DETECT=switch` says to act as if they
     /// had: its workers read their context-switch records where perf allows,
@@ -518,6 +530,11 @@ pub(crate) struct Pool {
 #[repr(align(128))]
 #[derive(Default)]
 struct Lendable(AtomicBool);
+
+/// A tick on a cache line of its own (see [`Pool::pod_slept`]).
+#[derive(Default)]
+#[repr(align(128))]
+struct PodSlept(AtomicU64);
 
 /// Deferred work found under the pool lock, done after it is dropped.
 ///

@@ -60,8 +60,10 @@
 //! to block looks at its partners too ([`peek_partners`]): each queue and
 //! item start there kicks a partner that has items waiting behind a counted
 //! worker, as that partner's own next queue would, so a sleep is found on
-//! the next event of any CPU of the pod, not only of its own. A sleeper
-//! found where no worker of its CPU is idle gets a partner's worker lent.
+//! the next event of any CPU of the pod, not only of its own. It does so
+//! while it keeps seeing sleeps ([`slept_recently`]: within a second of
+//! busy time), not for the rest of the process. A sleeper found where no
+//! worker of its CPU is idle gets a partner's worker lent, if one can lend.
 //!
 //! What was measured and not kept: the sleep itself as the event. A probe's
 //! ring can wake a thread in poll() with every record (`wakeup_watermark`
@@ -95,6 +97,7 @@
 use std::time::Duration;
 
 use super::{BLOCKED_SAMPLED, NEXT_POOL, POOLS, Pool, PoolInner, WState, Wake};
+use crate::engine::watchdog;
 use crate::sched;
 use crate::switches::{self, LazyMono, MIN_ASLEEP, RunState, SwitchProbe};
 use crate::trace;
@@ -142,8 +145,22 @@ fn behind_backoff(backoff: u8, slept: bool, read_behind: bool) -> Option<u8> {
 /// What a look found a worker doing.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Seen {
+    /// Asleep inside its item's callback: the item's sleep.
     Asleep,
+    /// Asleep outside the callback long enough to count (a probe's past
+    /// [`MIN_ASLEEP`], or two `/proc` reads in a row): it leaves
+    /// `nr_running` as a sleeper does, but says nothing of the pool's
+    /// items, so it neither marks the pool as blocking nor keeps its pod's
+    /// partner kicks going (under contention it is a wait for a lock).
+    AsleepOutside,
     Awake,
+}
+
+impl Seen {
+    /// Either kind of sleep: the worker leaves `nr_running`.
+    fn asleep(self) -> bool {
+        self != Seen::Awake
+    }
 }
 
 impl Seen {
@@ -158,7 +175,8 @@ impl Seen {
     /// [`of_probe`](Self::of_probe) from what the probe read.
     fn of_run_state(s: RunState, in_item: bool, next: &mut Duration) -> Option<Seen> {
         match s {
-            RunState::Asleep(d) if d >= MIN_ASLEEP || in_item => Some(Seen::Asleep),
+            RunState::Asleep(_) if in_item => Some(Seen::Asleep),
+            RunState::Asleep(d) if d >= MIN_ASLEEP => Some(Seen::AsleepOutside),
             RunState::Asleep(d) => {
                 *next = (*next).min(MIN_ASLEEP - d);
                 None
@@ -184,9 +202,12 @@ impl PoolInner {
     fn note_seen(&mut self, i: usize, seen: Seen) -> bool {
         let w = &self.workers[i];
         match seen {
-            Seen::Asleep if w.blocked == 0 => {
+            Seen::Asleep | Seen::AsleepOutside if w.blocked == 0 => {
                 let (slot, tid) = (w.current_pwq as usize, w.tid);
                 let own = w.current != 0;
+                if seen == Seen::Asleep {
+                    self.slept_tick = watchdog::ticks() + 1;
+                }
                 self.mark_out(i, BLOCKED_SAMPLED, true);
                 if own {
                     self.pwqs[slot].stats.sampled += 1;
@@ -237,10 +258,11 @@ impl PoolInner {
         let w = &self.workers[r];
         let probe = w.probe.as_ref()?;
         let mut later = Duration::MAX;
-        if Seen::of_probe(probe, &mut LazyMono::default(), &mut later) != Some(Seen::Asleep) {
+        let seen = Seen::of_probe(probe, &mut LazyMono::default(), &mut later)?;
+        if !seen.asleep() {
             return None;
         }
-        self.note_seen(r, Seen::Asleep);
+        self.note_seen(r, seen);
         if !self.lanes[h].unserved(cap) {
             return None;
         }
@@ -267,6 +289,22 @@ impl PoolInner {
 }
 
 impl Pool {
+    /// Publishes this pool's last seen sleep to its pod ([`Pool::pod_slept`]),
+    /// and says whether the pod saw one recently ([`slept_recently`]): its
+    /// partner kicks are worth making. `false` for a pool with no partners.
+    pub(super) fn pod_slept_recently(&self, g: &PoolInner) -> bool {
+        let Some(first) = self.pod_pools.get().and_then(|p| p.first()) else {
+            return false;
+        };
+        let cell = &first.pod_slept.0;
+        let mut t = cell.load(Ordering::Relaxed);
+        if g.slept_tick > t {
+            cell.store(g.slept_tick, Ordering::Relaxed);
+            t = g.slept_tick;
+        }
+        slept_recently(t, watchdog::ticks())
+    }
+
     /// Whether this pool's workers should open switch probes.
     pub(super) fn probe_wanted(&self) -> bool {
         self.blocks.load(Ordering::Relaxed) && switches::probes_allowed()
@@ -313,6 +351,28 @@ impl PoolInner {
             self.pwqs[slot].stats.cm_wakeup += 1;
         }
     }
+}
+
+/// How long, in watchdog ticks (10 ms each, counted while any worker is
+/// busy), the pools of a pod go on kicking their partners after one of them
+/// last saw a worker asleep: a second of busy time.
+pub(super) const RECENT_SLEEP_TICKS: u64 = 100;
+
+/// Whether the pools of a pod whose last seen sleep was at `slept_tick`
+/// (tick plus one; 0: never) still kick their partners at tick `now`.
+///
+/// Why: `blocks` is never cleared, and a pod's pools that once saw a sleep
+/// tried their partners' locks at every queue and item start for the rest
+/// of the process. The pod's first sleep is found by its own CPU's next
+/// queue or item start, or by the watchdog's look, as in a pool without
+/// partners; from then on the partners look too. Under `cmwq bench --batch 64` on this 2-vCPU VM that was
+/// 161 instructions and 0.9 locked ones per item (`peek_partners`, with
+/// records forced on); on a 16-CPU pod it was most of a 3x slowdown. A pod
+/// whose items sleep keeps seeing sleeps and keeps kicking; one whose items
+/// stopped sleeping stops a second later, and its own queues and the
+/// watchdog's look still find a sleeper, as in a pool without partners.
+pub(super) fn slept_recently(slept_tick: u64, now: u64) -> bool {
+    slept_tick != 0 && now.wrapping_sub(slept_tick - 1) <= RECENT_SLEEP_TICKS
 }
 
 /// The most partners' locks one [`peek_partners`] call tries.
@@ -445,8 +505,8 @@ impl ProcRead {
         let after = flag.is_some_and(|f| f.load(Ordering::Acquire));
         Some(match Seen::of_state(c) {
             Seen::Awake => ProcRead::Awake,
-            Seen::Asleep if before && after => ProcRead::AsleepInItem,
-            Seen::Asleep => ProcRead::AsleepOutside,
+            _ if before && after => ProcRead::AsleepInItem,
+            _ => ProcRead::AsleepOutside,
         })
     }
 }
@@ -460,7 +520,7 @@ fn proc_verdict(r: ProcRead, out_before: bool) -> Option<Seen> {
     match r {
         ProcRead::Awake => Some(Seen::Awake),
         ProcRead::AsleepInItem => Some(Seen::Asleep),
-        ProcRead::AsleepOutside if out_before => Some(Seen::Asleep),
+        ProcRead::AsleepOutside if out_before => Some(Seen::AsleepOutside),
         ProcRead::AsleepOutside => None,
     }
 }
@@ -486,6 +546,8 @@ impl Pool {
         let mut wake = Vec::new();
         let mut reads = Vec::new();
         let mut slept = false;
+        // A sleep inside an item's callback: the pool's items block.
+        let mut item_slept = false;
         // Someone to look at next time: a worker in an item that may fall
         // asleep or wake. Without one (the pool's workers cannot start, or
         // every one is exempt) the pool waits for the tick, not the look.
@@ -570,6 +632,7 @@ impl Pool {
                     && g.note_seen(r.i, seen)
                 {
                     slept = true;
+                    item_slept |= seen == Seen::Asleep;
                     g = self.kick_past(g, r.i, &mut wake);
                 }
             }
@@ -585,11 +648,14 @@ impl Pool {
             g = self.create_worker(g, lane.unwrap_or(0));
         }
         self.update_lendable(&g);
+        // A sleep this look found starts the pod's partner kicks now, not
+        // at this pool's next unlock.
+        self.pod_slept_recently(&g);
         drop(g);
         for w in wake {
             w.run(self);
         }
-        if slept {
+        if item_slept {
             self.note_blocks();
         }
         again.then_some(next)
@@ -667,7 +733,8 @@ mod tests {
             "look again once it is old enough"
         );
         let old = RunState::Asleep(MIN_ASLEEP);
-        assert!(Seen::of_run_state(old, false, &mut next) == Some(Seen::Asleep));
+        assert!(Seen::of_run_state(old, false, &mut next) == Some(Seen::AsleepOutside));
+        assert!(Seen::of_run_state(old, true, &mut next) == Some(Seen::Asleep));
         for awake in [RunState::Running, RunState::Preempted] {
             assert!(Seen::of_run_state(awake, true, &mut next) == Some(Seen::Awake));
         }
@@ -684,7 +751,7 @@ mod tests {
         assert_eq!(proc_verdict(ProcRead::AsleepOutside, false), None);
         assert_eq!(
             proc_verdict(ProcRead::AsleepOutside, true),
-            Some(Seen::Asleep)
+            Some(Seen::AsleepOutside)
         );
         for out_before in [false, true] {
             assert_eq!(proc_verdict(ProcRead::Awake, out_before), Some(Seen::Awake));
@@ -759,6 +826,16 @@ mod tests {
         spin.store(false, Ordering::Relaxed);
         h.join().unwrap();
         assert!(awake, "a spinning thread reads as awake");
+    }
+
+    #[test]
+    fn partners_are_kicked_for_a_second_of_ticks_after_a_sleep_and_never_before_one() {
+        assert!(!slept_recently(0, 0), "never slept: no kicks");
+        assert!(!slept_recently(0, 5_000));
+        // Seen asleep at tick 7 (stored as 8).
+        assert!(slept_recently(8, 7));
+        assert!(slept_recently(8, 7 + RECENT_SLEEP_TICKS));
+        assert!(!slept_recently(8, 8 + RECENT_SLEEP_TICKS));
     }
 
     #[test]
