@@ -629,13 +629,12 @@ fn paired_rows<'r>(
     b: impl Iterator<Item = &'r RunRecord>,
 ) -> Option<(String, String, String)> {
     use std::collections::BTreeSet;
-    let rows = |it: &mut dyn Iterator<Item = &'r RunRecord>| -> BTreeSet<String> {
+    fn rows<'r>(it: impl Iterator<Item = &'r RunRecord>) -> BTreeSet<String> {
         it.flat_map(|r| r.metrics.keys())
             .filter_map(|k| row_of(k).map(|(row, _)| row.to_string()))
             .collect()
-    };
-    let (mut a, mut b) = (a, b);
-    let (ra, rb) = (rows(&mut a), rows(&mut b));
+    }
+    let (ra, rb) = (rows(a), rows(b));
     let only_a: Vec<&String> = ra.difference(&rb).collect();
     let only_b: Vec<&String> = rb.difference(&ra).collect();
     let ([x], [y]) = (only_a.as_slice(), only_b.as_slice()) else {

@@ -105,13 +105,8 @@ pub fn cpu_intensive_thresh() -> Duration {
 
 /// How many sweeps the watchdog has made (0 while nothing was ever busy): lets
 /// a test see that an idle process is not polled.
-pub fn watchdog_ticks() -> u64 {
-    TICKS.load(Ordering::Relaxed)
-}
-
-/// [`watchdog_ticks`] for the engine (inlined into the pool's unlock path).
 #[inline]
-pub(crate) fn ticks() -> u64 {
+pub fn watchdog_ticks() -> u64 {
     TICKS.load(Ordering::Relaxed)
 }
 

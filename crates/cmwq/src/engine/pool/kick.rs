@@ -165,23 +165,25 @@ impl PoolInner {
             // items blocked at once, every lane was short, the spread found
             // no lender, and no replacement was started ahead (the device
             // run of stop 38: `cmwq mix` at 20 ms blocks, 16 producers).
-            return self.wake_for(0, false).or_else(|| {
-                self.partners
-                    .iter()
-                    .any(|p| p.lendable.0.load(Ordering::Relaxed))
-                    .then_some(Wake::Spread)
-            });
+            return self
+                .wake_for(0, false)
+                .or_else(|| self.partner_can_lend().then_some(Wake::Spread));
         }
         if self.lanes[0].has_work()
-            && self
-                .partners
-                .iter()
-                .any(|p| p.lendable.0.load(Ordering::Relaxed))
+            && self.partner_can_lend()
             && self.lanes[0].lagging(&mut LazyNow::default())
         {
             return Some(Wake::Spread);
         }
         None
+    }
+
+    /// A partner pool of the pod says it can lend a worker (its `lendable`
+    /// hint; the lender checks again under its own lock).
+    fn partner_can_lend(&self) -> bool {
+        self.partners
+            .iter()
+            .any(|p| p.lendable.0.load(Ordering::Relaxed))
     }
 
     /// Wakes a worker for lane `d`: its own most recently idled, else one of

@@ -206,7 +206,7 @@ impl PoolInner {
                 let (slot, tid) = (w.current_pwq as usize, w.tid);
                 let own = w.current != 0;
                 if seen == Seen::Asleep {
-                    self.slept_tick = watchdog::ticks() + 1;
+                    self.slept_tick = watchdog::watchdog_ticks() + 1;
                 }
                 self.mark_out(i, BLOCKED_SAMPLED, true);
                 if own {
@@ -293,16 +293,21 @@ impl Pool {
     /// and says whether the pod saw one recently ([`slept_recently`]): its
     /// partner kicks are worth making. `false` for a pool with no partners.
     pub(super) fn pod_slept_recently(&self, g: &PoolInner) -> bool {
-        let Some(first) = self.pod_pools.get().and_then(|p| p.first()) else {
-            return false;
-        };
+        self.publish_sleep(g)
+            .is_some_and(|t| slept_recently(t, watchdog::watchdog_ticks()))
+    }
+
+    /// Publishes this pool's last seen sleep to its pod ([`Pool::pod_slept`])
+    /// and returns the pod's; `None` for a pool with no partners.
+    pub(super) fn publish_sleep(&self, g: &PoolInner) -> Option<u64> {
+        let first = self.pod_pools.get()?.first()?;
         let cell = &first.pod_slept.0;
-        let mut t = cell.load(Ordering::Relaxed);
+        let t = cell.load(Ordering::Relaxed);
         if g.slept_tick > t {
             cell.store(g.slept_tick, Ordering::Relaxed);
-            t = g.slept_tick;
+            return Some(g.slept_tick);
         }
-        slept_recently(t, watchdog::ticks())
+        Some(t)
     }
 
     /// Whether this pool's workers should open switch probes.
@@ -650,7 +655,7 @@ impl Pool {
         self.update_lendable(&g);
         // A sleep this look found starts the pod's partner kicks now, not
         // at this pool's next unlock.
-        self.pod_slept_recently(&g);
+        self.publish_sleep(&g);
         drop(g);
         for w in wake {
             w.run(self);
