@@ -72,6 +72,7 @@ fn check(cfg: &MixConfig, r: &MixReport) {
         assert_eq!(run.cm_wakeup.is_some(), cmwq, "{what}");
         assert_eq!(run.cm_sampled.is_some(), cmwq, "{what}");
         assert_eq!(run.cm_partner_kicks.is_some(), cmwq, "{what}");
+        assert_eq!(run.cm_takeovers.is_some(), cmwq, "{what}");
     }
     // One row per block time and executor, in schedule order.
     assert_eq!(r.rows.len(), per_round);

@@ -112,13 +112,16 @@ pub use engine::{
     TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder, blocking, cpu_budget, cpu_changes,
     cpu_intensive_thresh, current_is_rescuer, panic_reports_failed, partner_kicks,
     set_cpu_intensive_thresh, set_cpu_quota_mode, set_idle_timeout, set_panic_hook,
-    set_spread_thresh, set_watchdog_thresh, set_worker_stack_size, show_all_workqueues, snapshot,
-    spread_thresh, system, system_highpri, system_long, system_unbound, watchdog_looks,
-    watchdog_thresh, watchdog_ticks, worker_stack_size, workqueue_names,
+    set_spread_thresh, set_watchdog_thresh, set_worker_stack_size, show_all_workqueues,
+    sleeper_takeovers, snapshot, spread_thresh, system, system_highpri, system_long,
+    system_unbound, watchdog_looks, watchdog_thresh, watchdog_ticks, worker_stack_size,
+    workqueue_names,
 };
 #[cfg(feature = "failure-injection")]
 #[cfg_attr(docsrs, doc(cfg(feature = "failure-injection")))]
-pub use engine::{debug_fail_worker_creation, debug_kill_next_worker, debug_use_topology};
+pub use engine::{
+    debug_fail_worker_creation, debug_kill_next_worker, debug_pause_looks, debug_use_topology,
+};
 pub use error::Error;
 pub use hooks::{WorkerHooks, WorkerInfo, set_worker_hooks, worker_hook_panics};
 pub use priority::{HighpriPolicy, Priority, highpri_policy, set_highpri_policy};

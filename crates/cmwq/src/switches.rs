@@ -431,8 +431,8 @@ impl Drop for SwitchProbe {
     }
 }
 
-/// O: a probe on the thread that first turned probes on, held for the
-/// process's life. The kernel turns its context-switch tracking on with the
+/// O: a probe opened on the thread that first turned probes on (which may
+/// exit: the event lives as long as its fd), held for the process's life. The kernel turns its context-switch tracking on with the
 /// first such event of a process (about 10 ms, once) and off after the last
 /// closes; with this one open, a worker's probe opens in microseconds however
 /// workers come and go.
@@ -442,6 +442,13 @@ static KEEPER: OnceLock<Option<SwitchProbe>> = OnceLock::new();
 /// first workers are asked to open probes, outside every lock.
 pub(crate) fn keep_tracking() {
     KEEPER.get_or_init(SwitchProbe::open_current);
+}
+
+/// Whether switch tracking is on for good: the keeper was tried (opened,
+/// or failed; after a refusal for want of permission or support no probe
+/// opens anyway, after another failure each worker tries its own).
+pub(crate) fn tracking_kept() -> bool {
+    KEEPER.get().is_some()
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds, read at most once per batch of looks.

@@ -641,14 +641,20 @@ fn a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind() {
     for _ in 0..20 {
         let gate = Arc::new(Gate::default());
         let queued = Arc::new(AtomicBool::new(false));
-        let (g1, q1, wq1) = (gate.clone(), queued.clone(), wq.clone());
+        let started = Arc::new(AtomicBool::new(false));
+        let (g1, q1, s1, wq1) = (gate.clone(), queued.clone(), started.clone(), wq.clone());
         let (g2, wq2) = (gate.clone(), wq.clone());
         let ok = Arc::new(AtomicBool::new(true));
         let ok1 = ok.clone();
-        // CPU b: the sleeper, and the item behind it, which wakes it.
+        // CPU b: the sleeper, and the item behind it, which wakes it. The
+        // item behind is queued once the sleeper runs (and before it
+        // sleeps): an item that starts with another behind it, in a pool
+        // whose items sleep, wakes a standby of its own CPU, which would
+        // find the sleep before any partner.
         thread::spawn(move || {
             common::set_affinity(&[b]).unwrap();
             wq1.execute(move || {
+                s1.store(true, Ordering::Release);
                 while !q1.load(Ordering::Acquire) {
                     std::hint::spin_loop();
                 }
@@ -656,6 +662,9 @@ fn a_partner_pools_queue_finds_a_sleeper_that_items_wait_behind() {
                     ok1.store(false, Ordering::Relaxed);
                 }
             });
+            while !started.load(Ordering::Acquire) {
+                thread::yield_now();
+            }
             wq2.execute(move || g2.open());
             queued.store(true, Ordering::Release);
         })

@@ -355,3 +355,224 @@ fn short_sleeps_are_found_while_work_waits() {
         "300 items that sleep 2 ms behind each other were never seen asleep: {st:?}"
     );
 }
+
+/// A gate items wait at, in a futex sleep with no wakeup until it opens.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut g = self.open.lock().unwrap();
+        while !*g {
+            g = self.cv.wait(g).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
+/// How many sleepers the burst tests queue at once.
+const BURST: usize = 24;
+
+/// Runs test `name` in a child process per detector (the default, `/proc`
+/// alone, switch records from the start); in the child, returns the mode.
+fn per_detector(name: &str) -> Option<String> {
+    const CHILD_MODE: &str = "CMWQ_SLEEP_BURST_CHILD";
+    if let Some(mode) = std::env::var_os(CHILD_MODE) {
+        return Some(mode.to_string_lossy().into_owned());
+    }
+    for mode in ["auto", "proc", "switch"] {
+        common::run_child(
+            name,
+            &[(CHILD_MODE, mode), ("CMWQ_BLOCK_DETECT", mode)],
+            &[],
+        );
+    }
+    None
+}
+
+/// Items that wait at a gate, counting their starts.
+struct Sleepers {
+    gate: Arc<Gate>,
+    started: Arc<AtomicU64>,
+}
+
+impl Sleepers {
+    fn new() -> Sleepers {
+        Sleepers {
+            gate: Arc::new(Gate::default()),
+            started: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn item(&self) -> Work {
+        let (g, s) = (self.gate.clone(), self.started.clone());
+        Work::new(move || {
+            s.fetch_add(1, Ordering::SeqCst);
+            g.wait();
+        })
+    }
+
+    fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
+/// Queues a sleeper on `cpu` and, once it started, an item behind it:
+/// returns when that item ran, that is when the watchdog saw the sleep
+/// (the pool now knows that its items sleep). The sleeper sleeps on.
+fn first_sleep_seen(wq: &Workqueue, cpu: usize, s: &Sleepers, mode: &str) -> Work {
+    let first = s.item();
+    let b_ran = Arc::new(AtomicBool::new(false));
+    let br = b_ran.clone();
+    let b = Work::new(move || br.store(true, Ordering::SeqCst));
+    let before = s.started();
+    assert_eq!(wq.queue_on(cpu, &first), Ok(true));
+    assert!(wait_for(|| s.started() == before + 1));
+    assert_eq!(wq.queue_on(cpu, &b), Ok(true));
+    assert!(
+        wait_for(|| b_ran.load(Ordering::SeqCst)),
+        "{mode}: the first sleeper was never seen"
+    );
+    b.flush();
+    first
+}
+
+/// Queues [`BURST`] sleepers at once on `cpu` and asserts that they all
+/// start, most of them taken over by the worker that comes up behind the
+/// one before (`cmwq::sleeper_takeovers`): with nothing queued after them,
+/// the only other way past a sleeper is the watchdog's look. Its looks
+/// between ticks are paused meanwhile (a slow CPU, a debug build, made
+/// them race the chain and win), so it looks every 10 ms: a chain that
+/// breaks (a worker that looked before the one it waited behind reached its
+/// sleep) goes on after a tick. A quarter is far below what a chain makes
+/// and far above what ticks alone make (none). Opens the gate before it
+/// returns.
+fn burst_is_taken_over(wq: &Workqueue, cpu: usize, s: &Sleepers, mode: &str, what: &str) {
+    // The burst is queued behind an item that spins until it is all in:
+    // a queue that found a worker asleep would wake one itself (with
+    // records on, that is the queue path's look), which is not under test.
+    let (spinning, queued) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (sp, q) = (spinning.clone(), queued.clone());
+    let spinner = Work::new(move || {
+        sp.store(true, Ordering::SeqCst);
+        while !q.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    });
+    assert_eq!(wq.queue_on(cpu, &spinner), Ok(true));
+    assert!(wait_for(|| spinning.load(Ordering::SeqCst)));
+    cmwq::debug_pause_looks(true);
+    let (takeovers, before) = (cmwq::sleeper_takeovers(), s.started());
+    let burst: Vec<Work> = (0..BURST).map(|_| s.item()).collect();
+    for w in &burst {
+        assert_eq!(wq.queue_on(cpu, w), Ok(true));
+    }
+    queued.store(true, Ordering::SeqCst);
+    let all = wait_for(|| s.started() == before + BURST as u64);
+    let took = cmwq::sleeper_takeovers() - takeovers;
+    let n = s.started() - before;
+    cmwq::debug_pause_looks(false);
+    s.gate.open();
+    wq.flush();
+    assert!(
+        all,
+        "{mode}: {n} of {BURST} sleepers queued at once {what} started"
+    );
+    assert!(
+        took >= BURST as u64 / 4,
+        "{mode}: of {BURST} sleepers queued at once {what}, {took} were taken over by the next worker"
+    );
+}
+
+/// Items that block one after another, queued at once into a pool that
+/// has no idle worker yet: each worker that comes up (the manager rule
+/// starts the next as the last idle one leaves) finds the lane behind a
+/// counted worker that sleeps, takes its items over and starts the next.
+/// Before it, one item started per look (300 such items queued at once
+/// took 300 ms to start). The pool is an unbound one that was seen to
+/// block, let go and revived (as `cmwq mix` makes one per run): it keeps
+/// knowing that its items sleep, and starts with no worker. Under each
+/// detector: the default (the first workers read through `/proc` while
+/// switch tracking comes on, the later ones through their probes), `/proc`
+/// alone, and switch records from the start.
+#[test]
+fn a_burst_of_sleepers_starts_workers_that_take_over() {
+    let Some(mode) = per_detector("a_burst_of_sleepers_starts_workers_that_take_over") else {
+        return;
+    };
+    cmwq::set_cpu_intensive_thresh(Duration::from_secs(3600));
+    let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+    // A child process of its own: every item is queued from this CPU.
+    common::set_affinity(&[cpu]).unwrap();
+    let s = Sleepers::new();
+    let wq = Workqueue::builder("sleep-burst-a")
+        .unbound()
+        .build()
+        .unwrap();
+    let first = first_sleep_seen(&wq, cpu, &s, &mode);
+    s.gate.open();
+    first.flush();
+    drop(wq);
+    // Let go: its workers leave. The same attributes revive it, empty.
+    assert!(
+        wait_for(|| cmwq::snapshot()
+            .pools
+            .iter()
+            .filter(|p| p.cpu.is_none() && p.lane_cpu == Some(cpu))
+            .all(|p| p.workers == 0)),
+        "{mode}: the released pool kept its workers"
+    );
+    let s = Sleepers::new();
+    let wq = Workqueue::builder("sleep-burst-b")
+        .unbound()
+        .build()
+        .unwrap();
+    burst_is_taken_over(&wq, cpu, &s, &mode, "into a pool with no worker");
+}
+
+/// The same burst into a pool that has idle workers (nobody starts one):
+/// a worker that starts an item with more behind it, in a pool whose items
+/// sleep, wakes an idle one as its standby, which takes over when the item
+/// sleeps and, starting the next item, wakes the next standby. Before it,
+/// one item started per look.
+#[test]
+fn a_burst_of_sleepers_wakes_idle_workers_that_take_over() {
+    let Some(mode) = per_detector("a_burst_of_sleepers_wakes_idle_workers_that_take_over") else {
+        return;
+    };
+    cmwq::set_cpu_intensive_thresh(Duration::from_secs(3600));
+    let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+    let wq = Workqueue::builder("sleep-burst-warm").build().unwrap();
+    let s = Sleepers::new();
+    let first = first_sleep_seen(&wq, cpu, &s, &mode);
+    // A first burst leaves a worker per sleeper behind, idle, once the
+    // gate opens (a pool keeps its idle workers for the idle timeout).
+    burst_is_taken_over(&wq, cpu, &s, &mode, "into a pool with no idle worker");
+    first.flush();
+    let idle = || {
+        cmwq::snapshot()
+            .pools
+            .iter()
+            .filter(|p| p.cpu == Some(cpu) && p.nice == 0 && p.policy == "other")
+            .map(|p| p.idle)
+            .sum::<usize>()
+    };
+    assert!(
+        wait_for(|| idle() > BURST),
+        "{mode}: {} idle workers after the first burst",
+        idle()
+    );
+    let s = Sleepers::new();
+    let _first = first_sleep_seen(&wq, cpu, &s, &mode);
+    burst_is_taken_over(&wq, cpu, &s, &mode, "into a pool with idle workers");
+}

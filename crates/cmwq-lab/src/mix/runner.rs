@@ -134,6 +134,11 @@ pub struct MixRun {
     /// lent a worker, on another CPU's event.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cm_partner_kicks: Option<u64>,
+    /// cmwq only: sleeps found by the workers themselves during the run (a
+    /// standby or a just-started worker took over from a worker asleep in
+    /// its item: `cmwq::sleeper_takeovers`, process-wide).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_takeovers: Option<u64>,
     /// Why the first of those could not block, if any did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_error: Option<String>,
@@ -428,6 +433,7 @@ pub fn run_once(
     let sampler_counter = ThreadCounter::open()?;
     let t_before = counter.now().ok_or("cannot read /proc/self/stat")?;
     let kicks_before = cmwq::partner_kicks();
+    let takeovers_before = cmwq::sleeper_takeovers();
     let pool = e.build(cfg.workers)?;
     let t_after = counter.now().ok_or("cannot read /proc/self/stat")?;
     // Threads that are not the executor's: the process's before it was
@@ -489,6 +495,7 @@ pub fn run_once(
     let fallbacks = sh.blocker.failures();
     let cm = pool.cm_counters();
     let kicks = cmwq::partner_kicks().saturating_sub(kicks_before);
+    let takeovers = cmwq::sleeper_takeovers().saturating_sub(takeovers_before);
     drop(pool);
     if let Some(path) = &cfg.trace {
         let open_ns = opened.saturating_duration_since(sh.base).as_nanos() as u64;
@@ -542,6 +549,7 @@ pub fn run_once(
         cm_wakeup: cm.map(|c| c.0),
         cm_sampled: cm.map(|c| c.1),
         cm_partner_kicks: cm.map(|_| kicks),
+        cm_takeovers: cm.map(|_| takeovers),
         block_fallbacks: fallbacks.as_ref().map_or(0, |f| f.0),
         block_error: fallbacks.map(|f| f.1),
     })

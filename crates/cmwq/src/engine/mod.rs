@@ -136,7 +136,8 @@ pub use bounded::QueueFull;
 pub use pool::{
     BlockingGuard, CpuBudget, DFL_SPREAD_THRESH, blocking, cpu_budget, cpu_changes,
     current_is_rescuer, partner_kicks, set_cm_exempt, set_cpu_quota_mode, set_idle_timeout,
-    set_spread_thresh, set_watchdog_thresh, show_all_workqueues, spread_thresh, watchdog_thresh,
+    set_spread_thresh, set_watchdog_thresh, show_all_workqueues, sleeper_takeovers, spread_thresh,
+    watchdog_thresh,
 };
 #[cfg(feature = "failure-injection")]
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
@@ -145,6 +146,8 @@ pub use snap::snapshot;
 pub use spawn::{JoinError, JoinHandle};
 pub(crate) use threads::FORKED_MSG;
 pub use threads::{DFL_WORKER_STACK, set_worker_stack_size, worker_stack_size};
+#[cfg(feature = "failure-injection")]
+pub use watchdog::debug_pause_looks;
 pub use watchdog::{
     MAYDAY_INITIAL_TIMEOUT, TICK, cpu_intensive_thresh, set_cpu_intensive_thresh, watchdog_looks,
     watchdog_ticks,

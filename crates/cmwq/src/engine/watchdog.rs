@@ -88,6 +88,18 @@ static TICKS: AtomicU64 = AtomicU64::new(0);
 static LOOKS: AtomicU64 = AtomicU64::new(0);
 /// O: the watchdog thread.
 static WATCHDOG: OnceLock<Thread> = OnceLock::new();
+/// A: the watchdog looks for sleeping workers only at its ticks (test
+/// hook). `Relaxed`: a setting read on its own.
+static LOOKS_PAUSED: AtomicBool = AtomicBool::new(false);
+
+/// Test hook: while `paused`, the watchdog makes none of its looks for
+/// sleeping workers between ticks (a tick still looks, every 10 ms), so
+/// that a test can tell what finds a sleep sooner from the look. Only with
+/// the `failure-injection` feature, for tests and the lab.
+#[cfg(feature = "failure-injection")]
+pub fn debug_pause_looks(paused: bool) {
+    LOOKS_PAUSED.store(paused, Ordering::Relaxed);
+}
 
 /// Sets the CPU time after which a running item counts as CPU-intensive and
 /// stops holding back other work of its pool (kernel default 10 ms).
@@ -174,10 +186,14 @@ fn run() {
     super::pool::watchdog_started();
     let mut last_tick = Instant::now();
     // When the look wants to run again (`None`: no managed pool has waiting
-    // work; the full tick alone paces the thread).
-    let mut look: Option<Duration> = None;
+    // work; the full tick alone paces the thread). A watchdog that starts
+    // busy (its first workers were already in their items when its thread
+    // came up, so no busy spell woke it) looks as one woken from idle does:
+    // it used to wait for its first tick, and a process whose first items
+    // blocked had them unseen for 10 ms.
+    let mut look: Option<Duration> = Some(super::pool::LOOK);
     // The next look is the first since the watchdog woke from idle.
-    let mut after_idle = false;
+    let mut after_idle = true;
     loop {
         let idle = |g: &ParkGate| g.busy() == 0 && !STARVING.load(Ordering::SeqCst);
         if idle(&GATE) {
@@ -212,9 +228,13 @@ fn run() {
         // tick's does: a worker's "same item as at the previous look" means
         // nothing when that look was before the idle spell, and a fresh
         // pool's first sleep would wait for a second look.
-        look = super::pool::look_all(tick || after_idle);
+        if tick || !LOOKS_PAUSED.load(Ordering::Relaxed) {
+            look = super::pool::look_all(tick || after_idle);
+            LOOKS.fetch_add(1, Ordering::Relaxed);
+        } else {
+            look = None;
+        }
         after_idle = false;
-        LOOKS.fetch_add(1, Ordering::Relaxed);
         // The CPU budget: the quota re-read once a second, and waiters
         // kicked that a handed-back unit can serve.
         super::pool::budget_tick(tick);

@@ -261,6 +261,12 @@ pub(crate) fn tick(tick: bool) {
     }
 }
 
+/// A unit of the budget is free now, or there is no budget: a wakeup that
+/// is only worth making if it costs no wait (a standby) asks this first.
+pub(super) fn unit_free_now() -> bool {
+    !on() || unit_free()
+}
+
 fn unit_free() -> bool {
     let limit = LIMIT.load(Ordering::Relaxed);
     limit == 0 || RUNNING.load(Ordering::SeqCst) < limit

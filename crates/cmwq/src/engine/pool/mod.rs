@@ -115,8 +115,8 @@ pub(crate) use registry::{
 };
 #[cfg(feature = "failure-injection")]
 pub use registry::{debug_fail_worker_creation, debug_kill_next_worker};
-pub use sleep::partner_kicks;
 pub(crate) use sleep::{LOOK, look_all};
+pub use sleep::{partner_kicks, sleeper_takeovers};
 pub(crate) use snap::pool_snaps;
 pub(crate) use tick::tick_all;
 pub use tick::{BlockingGuard, blocking};
@@ -457,6 +457,11 @@ pub(crate) struct PoolInner {
     /// many it skips after a read that found nobody asleep (doubling up to
     /// [`sleep::BEHIND_BACKOFF_MAX`]; a sleep found starts it over).
     sample_skip: u8,
+    /// Where the next look between ticks starts reading workers out for a
+    /// sleep (the how-many-th of them, in slot order): each such look reads
+    /// a few ([`sleep`]'s `OUT_READS_BETWEEN_TICKS`) and the next goes on
+    /// after them, so every sleeper is read in turn.
+    out_read_from: usize,
     sample_backoff: u8,
     /// L: the watchdog tick (plus one; 0: never) at which a worker of this
     /// pool was last seen asleep in its item. A pool marked `blocks` kicks

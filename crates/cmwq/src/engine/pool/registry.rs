@@ -129,6 +129,7 @@ pub(super) fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> 
                 rebinds: 0,
                 probed: false,
                 sample_skip: 0,
+                out_read_from: 0,
                 sample_backoff: 0,
                 slept_tick: 0,
                 lanes: lane_cpus.into_iter().map(Lane::new).collect(),

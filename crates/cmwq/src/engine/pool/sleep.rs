@@ -65,6 +65,35 @@
 //! busy time), not for the rest of the process. A sleeper found where no
 //! worker of its CPU is idle gets a partner's worker lent, if one can lend.
 //!
+//! And a fourth place, the workers themselves, for items that block one
+//! after another with nothing queued after them (a burst, a backlog). The
+//! kernel wakes the next idle worker the moment one sleeps; here the next
+//! worker is already awake when the sleep comes:
+//!
+//! - A worker about to go idle because its lane's items wait behind a
+//!   counted worker (just started by the manager rule, or woken) yields
+//!   once, so that a worker it preempted on their shared CPU reaches its
+//!   sleep, then looks at that worker: its probe, or one `/proc` read with
+//!   the lock dropped ([`Pool::work_or_sleeper`]), in a pool seen to block
+//!   (under `CMWQ_BLOCK_DETECT=switch`, every pool from the start). If it
+//!   sleeps in its item, this worker takes the items over
+//!   ([`sleeper_takeovers`] counts them).
+//! - A worker that starts an item with more waiting behind it, in a pool
+//!   whose items slept within the last second, wakes an idle worker of its
+//!   lane as a standby ([`PoolInner::standby`]); the standby does the above.
+//!
+//! So a chain of sleeping items runs at the speed of a wakeup (or of a
+//! thread start, in a pool with no idle worker), not of the watchdog's
+//! looks: 300 items queued at once, each sleeping 300 ms unannotated, all
+//! started in 180-340 ms before (one per look) and in 5-19 ms after, about
+//! what the annotation gives (10-11 ms).
+//!
+//! Switch tracking (what probes need) comes on with the first
+//! context-switch event of the process, which waits for an RCU grace
+//! period: 10-13 ms here. The watchdog used to open it, and made no look
+//! meanwhile; a thread of its own opens it now ([`start_tracking`]), and
+//! workers open their probes once it is on, read through `/proc` until then.
+//!
 //! What was measured and not kept: the sleep itself as the event. A probe's
 //! ring can wake a thread in poll() with every record (`wakeup_watermark`
 //! 1), which is the scheduler hook's timing exactly. But every record then
@@ -115,10 +144,36 @@ pub(crate) const LOOK: Duration = Duration::from_millis(1);
 /// every 64 ms, not every millisecond.
 pub(super) const BEHIND_BACKOFF_MAX: u8 = 63;
 
+/// How many workers out for a sleep a look between ticks reads through
+/// `/proc` per pool, at most (a tick reads them all): has one woken and
+/// runs on in its item? With hundreds of items asleep at once (`cmwq mix
+/// --block-every 2 --block-us 20000`), reading every one at every look made
+/// a look cost milliseconds, the watchdog looked every 2 ms instead of every
+/// one, and items waited behind sleepers nobody had read. A sleeper that
+/// wakes mostly ends its item, which counts it again anyway; one that runs
+/// on is counted again by the next tick at the latest.
+const OUT_READS_BETWEEN_TICKS: usize = 8;
+
+/// Whether a look reads the `k`-th worker out for a sleep (in slot order),
+/// having read `so_far` of them: all of them at a tick; between ticks a
+/// few, from the `from`-th on (where the previous look stopped).
+fn out_read_allowed(tick: bool, k: usize, from: usize, so_far: usize) -> bool {
+    tick || (k >= from && so_far < OUT_READS_BETWEEN_TICKS)
+}
+
+/// Where the next look starts reading sleepers ([`out_read_allowed`]'s
+/// `from`), after one that started at `from`, read `read` and saw `seen`:
+/// after those it read, or back at the first once all had their turn.
+fn next_out_read(tick: bool, from: usize, read: usize, seen: usize) -> usize {
+    let next = from + read;
+    if tick || next >= seen { 0 } else { next }
+}
+
 /// Whether a look reads a worker that has no probe through `/proc`: one
-/// out for a sleep (has it woken?), or a counted one at a tick, once it has
-/// stayed on one item since the previous look, or when items wait behind
-/// it on its lane (`behind`, which the backoff below can withhold).
+/// out for a sleep (has it woken? `out`, within the look's budget), or a
+/// counted one at a tick, once it has stayed on one item since the previous
+/// look, or when items wait behind it on its lane (`behind`, which the
+/// backoff below can withhold).
 fn sampler_reads(out: bool, counted: bool, tick: bool, same_item: bool, behind: bool) -> bool {
     out || (counted && (tick || same_item || behind))
 }
@@ -248,21 +303,7 @@ impl PoolInner {
     /// [`wake_past_sleeper`](Self::wake_past_sleeper) past its first test.
     #[inline(never)]
     fn look_past_sleeper(&mut self, h: usize, cap: usize) -> Option<Wake> {
-        let mut r = self.lanes[h].runner;
-        if !self.workers.get(r).is_some_and(|w| w.counted_on(h)) {
-            // The runner left (another worker of the lane went on counting
-            // after it): find the one that counts now.
-            r = self.workers.iter().position(|w| w.counted_on(h))?;
-            self.lanes[h].runner = r;
-        }
-        let w = &self.workers[r];
-        let probe = w.probe.as_ref()?;
-        let mut later = Duration::MAX;
-        let seen = Seen::of_probe(probe, &mut LazyMono::default(), &mut later)?;
-        if !seen.asleep() {
-            return None;
-        }
-        self.note_seen(r, seen);
+        let r = self.runner_asleep(h)?;
         if !self.lanes[h].unserved(cap) {
             return None;
         }
@@ -281,6 +322,99 @@ impl PoolInner {
 }
 
 impl PoolInner {
+    /// Lane `h`'s counted worker, if its probe says it fell asleep in its
+    /// item: it leaves `nr_running` now (`BLOCKED_SAMPLED`). Memory reads
+    /// only, under the pool lock.
+    fn runner_asleep(&mut self, h: usize) -> Option<usize> {
+        let r = self.lane_runner(h)?;
+        let probe = self.workers[r].probe.as_ref()?;
+        let mut later = Duration::MAX;
+        let seen = Seen::of_probe(probe, &mut LazyMono::default(), &mut later)?;
+        if !seen.asleep() {
+            return None;
+        }
+        self.note_seen(r, seen);
+        Some(r)
+    }
+
+    /// Lane `h`'s counted worker (`runner`, found again if it left: another
+    /// worker of the lane went on counting after it).
+    fn lane_runner(&mut self, h: usize) -> Option<usize> {
+        let r = self.lanes[h].runner;
+        if self.workers.get(r).is_some_and(|w| w.counted_on(h)) {
+            return Some(r);
+        }
+        let r = self.workers.iter().position(|w| w.counted_on(h))?;
+        self.lanes[h].runner = r;
+        Some(r)
+    }
+
+    /// A worker of lane `h` about to go idle (just started, woken, or back
+    /// from a park) because the lane's items wait behind a counted worker
+    /// looks at that worker first: if it sleeps in its item, it leaves
+    /// `nr_running` and the caller takes the items (counted as a
+    /// concurrency-managed wakeup, which is what it stands for).
+    ///
+    /// Where items block one after another, this is what keeps workers
+    /// coming. A worker that starts or is woken for a sleeper takes the next
+    /// item; if that one sleeps too, the next worker to come up, started by
+    /// the manager rule just before it, finds the lane served and went
+    /// idle, until a look (every [`LOOK`]) saw the sleep: one worker a
+    /// millisecond. 300 items queued at once that each sleep 300 ms without
+    /// the annotation took 300 ms to all start; with this look, 11-15 ms
+    /// once the pool's workers have probes (annotated: 10-11 ms). A probe's
+    /// read is memory only, so it is done under the lock; a pool without
+    /// probes (never seen to block) has nobody to look at.
+    pub(super) fn took_over_sleeper(&mut self, h: usize) -> bool {
+        if !self.probed || !self.lanes[h].behind_worker(self.cap) {
+            return false;
+        }
+        let Some(r) = self.runner_asleep(h) else {
+            return false;
+        };
+        if !self.lanes[h].unserved(self.cap) {
+            return false;
+        }
+        self.count_cm_wakeup(r);
+        TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// A counted worker of lane `h` starts an item with more waiting behind
+    /// it, in a pool whose items slept within the last second
+    /// ([`slept_recently`]): an idle worker of the lane is woken as its
+    /// standby, unless one is on its way already. The standby, on the same
+    /// CPU, yields to the item first, then looks whether it sleeps
+    /// ([`Pool::work_or_sleeper`]): if so it takes the items behind it over
+    /// and, starting one, wakes the next standby; if not, it goes back to
+    /// idle.
+    ///
+    /// This is the user-space stand-in for the scheduler hook's wakeup: the
+    /// moment a worker sleeps, the kernel wakes the next idle one. Without
+    /// it, a sleeper with nothing queued after it was found only by the
+    /// watchdog's look, one a millisecond: 300 items queued at once into a
+    /// pool with idle workers, each sleeping without the annotation, took
+    /// 180-340 ms to all start; with it, 5-19 ms (`/proc` alone: 7-14 ms).
+    /// `cmwq mix` (1 job in 10 sleeps, 6 interleaved runs a side, rounds
+    /// after the first): unannotated p99 132 -> 52 us at 0.5 ms blocks,
+    /// 130 -> 61 at 2 ms, 132 -> 81 at 20 ms, the annotation's figures, for
+    /// 4-5% more CPU per job (a standby that finds the item running costs a
+    /// wakeup, a yield and a look). A pool whose items never sleep pays one
+    /// load per item. Never woken where the wakeup would have to wait for a
+    /// unit of the CPU budget: it is a guess, not a need.
+    pub(super) fn standby(&mut self, h: usize) -> Option<Wake> {
+        let l = &self.lanes[h];
+        if l.nr_woken > 0
+            || l.idle.is_empty()
+            || !super::budget::unit_free_now()
+            || !l.behind_worker(self.cap)
+            || !slept_recently(self.slept_tick, watchdog::watchdog_ticks())
+        {
+            return None;
+        }
+        self.wake_for(h, false)
+    }
+
     /// Gives worker `me` its context-switch probe (or none).
     pub(super) fn set_probe(&mut self, me: usize, probe: Option<SwitchProbe>) {
         self.probed |= probe.is_some();
@@ -310,9 +444,30 @@ impl Pool {
         Some(t)
     }
 
-    /// Whether this pool's workers should open switch probes.
+    /// Whether this pool's workers should open switch probes: once switch
+    /// tracking is on for good (it is turned on, off the caller's thread, the
+    /// first time it is wanted: see [`start_tracking`]).
     pub(super) fn probe_wanted(&self) -> bool {
-        self.blocks.load(Ordering::Relaxed) && switches::probes_allowed()
+        if !self.blocks.load(Ordering::Relaxed) || !switches::probes_allowed() {
+            return false;
+        }
+        if switches::tracking_kept() {
+            return true;
+        }
+        start_tracking();
+        false
+    }
+
+    /// [`probe_wanted`](Self::probe_wanted) for a worker that is starting,
+    /// with no lock held. Under `CMWQ_BLOCK_DETECT=switch` (records from
+    /// every worker's start, as asked) it waits for switch tracking to come
+    /// on, once per process, as the first worker always did: a partner's
+    /// queue path can only see a worker that has its probe.
+    pub(super) fn probe_wanted_at_start(&self) -> bool {
+        if switches::probe_from_start() && self.blocks.load(Ordering::Relaxed) {
+            switches::keep_tracking();
+        }
+        self.probe_wanted()
     }
 
     /// The `/proc` sampler saw a worker of this pool sleep in an item: from
@@ -321,10 +476,33 @@ impl Pool {
     fn note_blocks(&self) {
         if !self.blocks.load(Ordering::Relaxed) {
             if switches::probes_allowed() {
-                switches::keep_tracking();
+                start_tracking();
             }
             self.blocks.store(true, Ordering::Relaxed);
         }
+    }
+}
+
+/// O: the thread that turns switch tracking on was started (or tried).
+static TRACKING_STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Turns switch tracking on for good ([`switches::keep_tracking`]) on a
+/// thread of its own, once per process. The first context-switch event of a
+/// process waits for an RCU grace period: 10-13 ms here, during which the
+/// watchdog, which used to open it, made no look, so a pool's first sleeps
+/// went unseen and `cmwq mix`'s first round at 20 ms blocks had items wait
+/// 10-20 ms. Workers open their probes once it is on
+/// ([`Pool::probe_wanted`]); until then the `/proc` sampler serves them.
+fn start_tracking() {
+    if switches::tracking_kept()
+        || TRACKING_STARTED.load(Ordering::Relaxed)
+        || TRACKING_STARTED.swap(true, Ordering::Relaxed)
+    {
+        return;
+    }
+    if crate::engine::threads::start("cmwq-tracking".into(), switches::keep_tracking).is_err() {
+        // No thread to spare (a thread limit, a forked child): on this one.
+        switches::keep_tracking();
     }
 }
 
@@ -388,6 +566,24 @@ thread_local! {
     /// pools: each call starts one further, so that under a backlog every
     /// partner is tried in turn.
     static PEEK_FROM: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A: workers that took over from a sleeping worker
+/// ([`PoolInner::took_over_sleeper`], [`Pool::took_over_sampled`]).
+/// `Relaxed`: a counter.
+static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a worker about to go idle (a standby woken behind an
+/// item, or a worker just started) found that the worker its lane's items
+/// waited behind slept in its item, and took the items over: sleeps found
+/// by the workers themselves, without a queue or the watchdog's look.
+///
+/// ```
+/// let before = cmwq::sleeper_takeovers();
+/// assert!(cmwq::sleeper_takeovers() >= before);
+/// ```
+pub fn sleeper_takeovers() -> u64 {
+    TAKEOVERS.load(Ordering::Relaxed)
 }
 
 /// A: partners' kicks that woke a worker ([`peek_partners`]). `Relaxed`:
@@ -531,6 +727,89 @@ fn proc_verdict(r: ProcRead, out_before: bool) -> Option<Seen> {
 }
 
 impl Pool {
+    /// Whether worker `me`, about to go idle, has work on lane `h`: the
+    /// lane's (or a stealable lane's) items (`work_for`), or the items
+    /// behind a counted worker that sleeps in its item, which it takes over
+    /// ([`PoolInner::took_over_sleeper`], and [`took_over_sampled`] where
+    /// that worker has no probe).
+    ///
+    /// [`took_over_sampled`]: Self::took_over_sampled
+    pub(super) fn work_or_sleeper(
+        &'static self,
+        mut g: crate::sync::MutexGuard<'static, PoolInner>,
+        h: usize,
+    ) -> (crate::sync::MutexGuard<'static, PoolInner>, bool) {
+        if g.work_for(h) {
+            return (g, true);
+        }
+        if !self.blocks.load(Ordering::Relaxed) || !g.lanes[h].behind_worker(g.cap) {
+            return (g, false);
+        }
+        // The worker it would take over from may not have reached its sleep
+        // yet: this one, just started or woken on the same CPU, may have
+        // preempted it. Let it run on first (it sleeps, or it runs on and
+        // this worker goes idle); without this, a chain of blocking items
+        // stopped at such a race until the next look.
+        drop(g);
+        std::thread::yield_now();
+        let mut g = self.lock();
+        if g.work_for(h) || g.took_over_sleeper(h) {
+            return (g, true);
+        }
+        self.took_over_sampled(g, h)
+    }
+
+    /// [`PoolInner::took_over_sleeper`] for a runner with no probe, in a
+    /// pool already seen to block: one `/proc` read of it, with the lock
+    /// dropped; only a sleep inside its item's callback counts (one outside
+    /// it is left to the watchdog's looks, which need two reads a look
+    /// apart). Before a pool's probes are on (switch tracking takes
+    /// 10-13 ms to come on, once per process; never, where
+    /// `perf_event_open` is refused, as in many containers), items that
+    /// block one after another otherwise got one worker per look. Costs a
+    /// read only where a worker would go idle while items wait behind
+    /// another, in a pool whose items sleep.
+    fn took_over_sampled(
+        &'static self,
+        mut g: crate::sync::MutexGuard<'static, PoolInner>,
+        h: usize,
+    ) -> (crate::sync::MutexGuard<'static, PoolInner>, bool) {
+        if !switches::sampler_enabled() {
+            return (g, false);
+        }
+        let Some(r) = g.lane_runner(h) else {
+            return (g, false);
+        };
+        let w = &g.workers[r];
+        if w.probe.is_some() {
+            // Its probe was read: it runs, or its sleep is too young to
+            // tell from a wait for a lock.
+            return (g, false);
+        }
+        let (tid, seq, flag) = (w.tid, w.seq, w.item_flag.clone());
+        drop(g);
+        let state = ProcRead::of(tid, flag.as_deref());
+        let mut g = self.lock();
+        // Only a sleep inside the item counts here: one outside it needs a
+        // second read a look later (`proc_verdict`), not microseconds after
+        // a look's. And the lane may have changed while the lock was
+        // dropped (a look marked the runner out, finding nobody idle while
+        // this worker was neither idle nor counted): it looks at its work
+        // again either way.
+        let w = &g.workers[r];
+        let asleep = state == Some(ProcRead::AsleepInItem)
+            && w.seq == seq
+            && w.tid == tid
+            && w.counted_on(h);
+        if asleep && g.note_seen(r, Seen::Asleep) && g.lanes[h].unserved(g.cap) {
+            g.count_cm_wakeup(r);
+            TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+            return (g, true);
+        }
+        let work = g.work_for(h);
+        (g, work)
+    }
+
     /// The watchdog's look at this pool (see the module docs). Returns when it
     /// wants to look again before the next tick: `None` when nothing here
     /// needs it (not managed, or no waiting work and no worker out for a
@@ -566,6 +845,7 @@ impl Pool {
             false
         };
         let mut read_behind = false;
+        let (out_from, mut out_seen, mut out_reads) = (g.out_read_from, 0, 0);
         let mut i = 0;
         while i < g.workers.len() {
             let w = &g.workers[i];
@@ -591,6 +871,10 @@ impl Pool {
                     // finds nobody asleep, so CPU-bound backlogs pay little.
                     let behind = behind_reads && g.lanes[w.lane].behind_worker(g.cap);
                     let same_item = w.look_seq == w.seq;
+                    let k = out_seen;
+                    out_seen += usize::from(out);
+                    let out = out && out_read_allowed(tick, k, out_from, out_reads);
+                    out_reads += usize::from(out);
                     if switches::sampler_enabled()
                         && sampler_reads(out, w.blocked == 0, tick, same_item, behind)
                     {
@@ -613,6 +897,7 @@ impl Pool {
             }
             i += 1;
         }
+        g.out_read_from = next_out_read(tick, out_from, out_reads, out_seen);
         if !reads.is_empty() {
             drop(g);
             let states: Vec<Option<ProcRead>> = reads
@@ -841,6 +1126,33 @@ mod tests {
         assert!(slept_recently(8, 7));
         assert!(slept_recently(8, 7 + RECENT_SLEEP_TICKS));
         assert!(!slept_recently(8, 8 + RECENT_SLEEP_TICKS));
+    }
+
+    #[test]
+    fn looks_between_ticks_read_sleepers_a_few_at_a_time_in_turn() {
+        // 20 workers out for a sleep: a tick reads them all.
+        let look = |tick: bool, from: usize| {
+            let mut read = Vec::new();
+            for k in 0..20 {
+                if out_read_allowed(tick, k, from, read.len()) {
+                    read.push(k);
+                }
+            }
+            (next_out_read(tick, from, read.len(), 20), read)
+        };
+        assert_eq!(look(true, 5).1.len(), 20);
+        assert_eq!(look(true, 5).0, 0);
+        // Between ticks: a few each, every one in turn, then from the first.
+        let mut from = 0;
+        let mut all = Vec::new();
+        for _ in 0..3 {
+            let (next, read) = look(false, from);
+            assert!(read.len() <= OUT_READS_BETWEEN_TICKS);
+            all.extend(read);
+            from = next;
+        }
+        assert_eq!(all, (0..20).collect::<Vec<_>>());
+        assert_eq!(from, 0);
     }
 
     #[test]

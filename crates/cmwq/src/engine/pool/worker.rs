@@ -230,7 +230,7 @@ fn worker_thread(
     let (mut probe_tried, probe) = match carried {
         Some(p) => (true, Some(p)),
         None => {
-            let want = pool.probe_wanted();
+            let want = pool.probe_wanted_at_start();
             (want, want.then(SwitchProbe::open_current).flatten())
         }
     };
@@ -241,9 +241,14 @@ fn worker_thread(
     let mut yielded = false;
     loop {
         let h = g.workers[me].lane;
-        let go = !std::mem::take(&mut yielded)
-            && g.work_for(h)
-            && (!pool.managed || g.budget_take(me, pool));
+        let work = if std::mem::take(&mut yielded) {
+            false
+        } else {
+            let work;
+            (g, work) = pool.work_or_sleeper(g, h);
+            work
+        };
+        let go = work && (!pool.managed || g.budget_take(me, pool));
         if !go {
             match wait_for_work(pool, me, g) {
                 Idle::Work(back) => g = back,
@@ -390,7 +395,9 @@ fn wait_for_work(pool: &'static Pool, me: usize, mut g: MutexGuard<'static, Pool
             // a peak left big (another lane's, a pwq's) shrinks now.
             g.shrink_lists();
         }
-        if g.work_for(h) && (!pool.managed || g.budget_take(me, pool)) {
+        // Its probe only: this worker is on the idle stack, so it keeps the
+        // lock (a kick may pick it, a partner adopt it, the moment it lets go).
+        if (g.work_for(h) || g.took_over_sleeper(h)) && (!pool.managed || g.budget_take(me, pool)) {
             g.leave_idle(me);
             return Idle::Work(g);
         }
@@ -777,8 +784,14 @@ fn process_one_work<'a>(
         usize::from(item.lane)
     };
     // Chain execution: wake another worker if work still waits and nobody
-    // runs it, or if this lane lags and another CPU of the pod is free.
-    let wake = g.kick(hint);
+    // runs it, or if this lane lags and another CPU of the pod is free. In
+    // a pool whose items sleep, one waits on standby behind this item
+    // (`PoolInner::standby`).
+    let wake = g.kick(hint).or_else(|| {
+        (counted && pool.blocks.load(Ordering::Relaxed))
+            .then(|| g.standby(hint))
+            .flatten()
+    });
     unlock_wake(pool, g, wake);
     times.start();
     let wq_addr = Arc::as_ptr(&wq) as usize;
