@@ -382,7 +382,7 @@ impl PoolInner {
     /// this pool waits for a unit).
     #[inline]
     pub(super) fn budget_allows_wake(&self) -> bool {
-        if !on() || unit_free() {
+        if unit_free_now() {
             return true;
         }
         // Unmanaged pools are outside the budget.

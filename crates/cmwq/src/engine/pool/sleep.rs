@@ -375,9 +375,16 @@ impl PoolInner {
         if !self.lanes[h].unserved(self.cap) {
             return false;
         }
+        self.count_takeover(r);
+        true
+    }
+
+    /// Worker `r` was found asleep by a worker that takes its items over:
+    /// a concurrency-managed wakeup, and a take-over
+    /// ([`sleeper_takeovers`]).
+    fn count_takeover(&mut self, r: usize) {
         self.count_cm_wakeup(r);
         TAKEOVERS.fetch_add(1, Ordering::Relaxed);
-        true
     }
 
     /// A counted worker of lane `h` starts an item with more waiting behind
@@ -802,8 +809,7 @@ impl Pool {
             && w.tid == tid
             && w.counted_on(h);
         if asleep && g.note_seen(r, Seen::Asleep) && g.lanes[h].unserved(g.cap) {
-            g.count_cm_wakeup(r);
-            TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+            g.count_takeover(r);
             return (g, true);
         }
         let work = g.work_for(h);
