@@ -554,16 +554,21 @@ fn a_finished_items_destructor_that_panics_is_reported_and_the_worker_lives() {
 fn a_finished_items_destructor_may_wait_for_the_next_item_of_its_pool() {
     let _s = serial();
     // Two bound queues share the per-CPU pools: A (on rx) ends, and its
-    // destructor flushes ry, whose item B waits on the same CPU's pool.
-    // The destructor runs before the worker takes B, and its wait counts as
-    // the worker blocking, so another worker runs B.
+    // destructor flushes ry, whose item B is queued on the same CPU's pool
+    // while the destructor runs. The worker is between items then (B waits
+    // on its lane), and the destructor's wait counts as the worker
+    // blocking, so another worker runs B.
     let cpu = cmwq::topology::sched_affinity().unwrap()[0];
     let rx = Workqueue::builder("dtor_rx").build().unwrap();
     let ry = Workqueue::builder("dtor_ry").build().unwrap();
     let (n, b) = counting();
     let (tx, rx_done) = mpsc::channel::<usize>();
+    let (in_dtor_tx, in_dtor_rx) = mpsc::channel::<()>();
+    let (queued_tx, queued_rx) = mpsc::channel::<()>();
     let (ry2, n2) = (ry.clone(), n.clone());
     let guard = Mutex::new(OnDrop(move || {
+        let _ = in_dtor_tx.send(());
+        let _ = queued_rx.recv();
         ry2.flush();
         let _ = tx.send(n2.load(Ordering::SeqCst));
     }));
@@ -577,9 +582,79 @@ fn a_finished_items_destructor_may_wait_for_the_next_item_of_its_pool() {
         });
         assert_eq!(rx2.queue_on(cpu, &a), Ok(true));
         drop(a);
-        assert_eq!(ry3.queue_on(cpu, &b), Ok(true));
         go_tx.send(()).unwrap();
+        in_dtor_rx.recv().unwrap();
+        assert_eq!(ry3.queue_on(cpu, &b), Ok(true));
+        queued_tx.send(()).unwrap();
         rx_done.recv().unwrap()
     });
     assert_eq!(seen, 1, "the flush waited for B, and B ran");
+}
+
+/// A busy worker keeps the list references of the `Work` items it finished
+/// and lets go of them together (the engine's `SPENT_BATCH`, 32): what a
+/// dropped `Work`'s closure captured is dropped at most that many of its
+/// worker's items later, and all of it once the worker goes idle.
+///
+/// Item 0 sleeps, so the pool's next worker runs the N orphaned items (each
+/// holds a token whose drop is counted) and then the checker in one busy
+/// spell; the checker reads the count from inside that spell.
+#[test]
+fn a_busy_worker_lets_go_of_finished_items_in_batches_and_before_it_idles() {
+    let _s = serial();
+    /// At most this many references held back (the engine's `SPENT_BATCH`).
+    const HELD_AT_MOST: usize = 32;
+    const N: usize = 200;
+    struct Token(Arc<AtomicUsize>);
+    impl Drop for Token {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let cpu = cmwq::topology::sched_affinity().unwrap()[0];
+    let wq = Workqueue::builder("spent_batch").build().unwrap();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (at_check, at_idle) = within("a busy spell of orphaned items", {
+        let (wq, dropped) = (wq.clone(), dropped.clone());
+        move || {
+            let (go_tx, go_rx) = mpsc::channel::<()>();
+            let go_rx = Mutex::new(go_rx);
+            let first = Work::new(move || {
+                let _ = go_rx.lock().unwrap().recv();
+            });
+            assert_eq!(wq.queue_on(cpu, &first), Ok(true));
+            for _ in 0..N {
+                let token = Token(dropped.clone());
+                let w = Work::new(move || {
+                    let _ = &token;
+                });
+                assert_eq!(wq.queue_on(cpu, &w), Ok(true));
+                drop(w);
+            }
+            let (seen_tx, seen_rx) = mpsc::channel::<usize>();
+            let seen_tx = Mutex::new(seen_tx);
+            let d = dropped.clone();
+            let check = Work::new(move || {
+                let _ = seen_tx.lock().unwrap().send(d.load(Ordering::SeqCst));
+            });
+            assert_eq!(wq.queue_on(cpu, &check), Ok(true));
+            let at_check = seen_rx.recv().unwrap();
+            go_tx.send(()).unwrap();
+            wq.flush();
+            // Flushed: every item ended; the workers let go of what they
+            // held when they went idle, which follows.
+            while dropped.load(Ordering::SeqCst) < N {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            (at_check, dropped.load(Ordering::SeqCst))
+        }
+    });
+    assert!(
+        at_check + HELD_AT_MOST >= N,
+        "{at_check} of {N} tokens dropped when the checker ran: a worker held more than {HELD_AT_MOST}"
+    );
+    assert_eq!(
+        at_idle, N,
+        "every token dropped once, after the workers idled"
+    );
 }
