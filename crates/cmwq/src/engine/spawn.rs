@@ -300,7 +300,7 @@ where
     }
 
     fn label(&self) -> super::work::Label {
-        super::work::Label::Static(std::any::type_name::<F>())
+        super::work::Label::of::<F>()
     }
 }
 
@@ -603,7 +603,7 @@ impl<F: FnOnce() + Send + 'static> Job for Detached<F> {
     }
 
     fn label(&self) -> super::work::Label {
-        super::work::Label::Static(std::any::type_name::<F>())
+        super::work::Label::of::<F>()
     }
 }
 

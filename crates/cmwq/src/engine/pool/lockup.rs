@@ -446,12 +446,11 @@ mod tests {
 
     #[test]
     fn runs_of_one_label_are_counted() {
-        let l = [
-            Label::Static("a"),
-            Label::Static("a"),
-            Label::Static("b"),
-            Label::Static("a"),
-        ];
-        assert_eq!(runs(&l), "2*a, b, a");
+        struct A;
+        struct B;
+        let (a, b) = (Label::of::<A>(), Label::of::<B>());
+        let (ta, tb) = (a.text(), b.text());
+        assert!(ta.ends_with("::A") && tb.ends_with("::B"), "{ta} {tb}");
+        assert_eq!(runs(&[a, a, b, a]), format!("2*{ta}, {tb}, {ta}"));
     }
 }

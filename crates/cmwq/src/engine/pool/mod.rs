@@ -326,7 +326,7 @@ impl WorkerSlot {
             look_seq: 0,
             item_flag: None,
             proc_asleep_out: 0,
-            label: super::work::Label::Static(""),
+            label: super::work::Label::of::<()>(),
             cm_exempt: false,
             budgeted: false,
             budget_lent: false,
