@@ -403,7 +403,9 @@ impl WorkInner {
 /// that last handle (the item was queued and every `Work` dropped), the
 /// closure and what it captured are dropped on the worker after its run,
 /// with no lock of cmwq's held: a destructor may queue work or drop a
-/// [`Workqueue`](crate::Workqueue).
+/// [`Workqueue`](crate::Workqueue). A busy worker drops such closures 32
+/// at a time, between two of its items, and all of them before it goes
+/// idle, so the drop may come up to 32 of that worker's items after the run.
 ///
 /// ```
 /// use cmwq::{Work, Workqueue};
