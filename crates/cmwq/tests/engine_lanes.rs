@@ -325,6 +325,20 @@ fn ordered_order_holds_across_lanes() {
     assert_eq!(log.len(), 300 * cpus().len());
 }
 
+/// Waits until every worker of CPU `cpu`'s pool of `wq` (at least `n`) is
+/// back on its idle stack, where a partner can adopt it: a flush returns
+/// when the items end, before their workers get there.
+fn wait_all_idle(wq: &Workqueue, cpu: usize, n: usize) {
+    let pool = wq.cpu_pools().0[cpu].expect("the CPU has a pool");
+    assert!(
+        common::wait_for(|| wq
+            .pool_counts()
+            .iter()
+            .any(|c| c.pool == pool && c.workers >= n && c.idle == c.workers)),
+        "CPU {cpu}'s workers never all went idle"
+    );
+}
+
 /// (workers, adopted) summed over the pools `wq` uses.
 fn pod_workers(wq: &Workqueue) -> (usize, u64) {
     let (per_cpu, dfl) = wq.cpu_pools();
@@ -362,6 +376,9 @@ fn a_pool_adopts_its_partners_idle_workers() {
         .unwrap();
     };
     burst(b);
+    // Before the second burst: on a loaded machine workers of b still on
+    // their way to idle were no spares, and CPU a's pool started threads.
+    wait_all_idle(&wq, b, N);
     let (after_first, _) = pod_workers(&wq);
     assert!(
         after_first >= N,
@@ -371,10 +388,12 @@ fn a_pool_adopts_its_partners_idle_workers() {
     let (workers, adopted) = pod_workers(&wq);
     // The second burst's blocks start their replacements several at a time
     // (`may_create_ahead`), so some are fresh threads where a partner's
-    // spare was taken by a concurrent start; the pod still holds far fewer
-    // than the two bursts' sum, and adoption served part of it.
+    // spare was taken by a concurrent start, or lent to CPU a as a guest
+    // (more of them on a loaded machine: 13 workers with 4 adopted under
+    // four CPU hogs); without adoption CPU a's pool starts all `N` of its
+    // own, on top of what the first burst left.
     assert!(
-        workers <= N + N / 2 && adopted >= 1,
+        workers < after_first + N && adopted >= 1,
         "after bursts of {N} on each CPU the pod holds {workers} workers \
          ({after_first} after the first), {adopted} adopted"
     );
@@ -422,6 +441,10 @@ fn an_adopted_worker_does_not_end_an_episode_of_failed_creation() {
     })
     .join()
     .unwrap();
+    // Before creation fails: on a loaded machine a worker of b still on
+    // its way to idle made CPU a's pool try a thread of its own (a second
+    // "Failed to create" line).
+    wait_all_idle(&wq, b, N);
     let (_, before) = pod_workers(&wq);
     cmwq::debug_fail_worker_creation(true);
     // A pool of its own (nice 12): no worker, none can start.
