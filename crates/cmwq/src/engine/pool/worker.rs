@@ -974,17 +974,22 @@ fn release_item<'a>(
         guarded_drop(work);
         guarded_drop(stale);
         held.spent.drain(..).for_each(guarded_drop);
-        let mut g = pool.lock();
-        g.workers[me].current = 0;
-        // The watchdog may have counted the destructor as the item's (a
-        // sleep sampled, a CPU hog marked): the worker counts again.
-        if g.workers[me].blocked != 0 {
-            g.mark_in(me, u8::MAX, managed);
-        }
-        return g;
+        return dropped(pool, me, managed);
     }
     drop(work);
     pool.lock()
+}
+
+/// Back under the lock after dropping what items held (busy as
+/// `DROPPING`): no longer busy, and counted again if the watchdog counted
+/// a destructor as the item's (a sleep sampled, a CPU hog marked).
+fn dropped(pool: &'static Pool, me: usize, managed: bool) -> MutexGuard<'static, PoolInner> {
+    let mut g = pool.lock();
+    g.workers[me].current = 0;
+    if g.workers[me].blocked != 0 {
+        g.mark_in(me, u8::MAX, managed);
+    }
+    g
 }
 
 /// A busy worker leaves its busy section: it lets go of the `Work`
@@ -1002,10 +1007,5 @@ fn release_spent(
     g.workers[me].current = DROPPING;
     drop(g);
     held.spent.drain(..).for_each(guarded_drop);
-    let mut g = pool.lock();
-    g.workers[me].current = 0;
-    if g.workers[me].blocked != 0 {
-        g.mark_in(me, u8::MAX, pool.managed);
-    }
-    g
+    dropped(pool, me, pool.managed)
 }
