@@ -88,7 +88,7 @@
 //! to that worker's `scheduled` list, wherever it was queued), rescuers, the
 //! manager. A lane only decides *which* worker runs an item and on which CPU.
 
-use std::collections::VecDeque;
+use super::ring::Ring;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -149,7 +149,7 @@ pub(crate) struct Lane {
     /// I: the real CPU its workers are pinned to.
     pub cpu: usize,
     /// L: items queued from this CPU, oldest first.
-    pub worklist: VecDeque<Item>,
+    pub worklist: Ring<Item>,
     /// L: workers homed here and idle, most recently idled last.
     pub idle: Vec<usize>,
     /// L: workers homed here running items and counted by concurrency management.
@@ -201,7 +201,7 @@ impl Lane {
             cpu,
             // Room for a burst up front: queueing allocates nothing in
             // steady state, even on a lane first used late.
-            worklist: VecDeque::with_capacity(LANE_LIST_CAP),
+            worklist: Ring::with_capacity(LANE_LIST_CAP),
             idle: Vec::new(),
             nr_running: 0,
             nr_woken: 0,
@@ -329,12 +329,7 @@ mod tests {
     use super::*;
 
     fn item() -> Item {
-        Item {
-            work: crate::Work::new(|| {}).0.clone(),
-            pwq: 0,
-            color: 0,
-            lane: 0,
-        }
+        Item::new(crate::Work::new(|| {}).0.clone(), 0, 0, 0)
     }
 
     #[test]

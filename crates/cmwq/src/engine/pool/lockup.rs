@@ -301,7 +301,7 @@ fn pwq_views(p: &Pool, g: &PoolInner, info: &str, only: Option<u64>, views: &mut
         let pending = g
             .waiting()
             .chain(g.workers.iter().flat_map(|w| w.scheduled.iter()))
-            .filter(|it| it.pwq == slot)
+            .filter(|it| it.pwq() == slot)
             .map(|it| it.work.func.label())
             .collect();
         views.push(PwqView {

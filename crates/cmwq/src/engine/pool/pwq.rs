@@ -254,7 +254,7 @@ impl Pool {
                 break;
             };
             g.pwqs[slot as usize].nr_active += 1;
-            hint = usize::from(it.lane);
+            hint = it.lane();
             g.push_active(it);
         }
         hint
@@ -286,7 +286,7 @@ impl Pool {
             return false;
         };
         g.pwqs[slot as usize].nr_active += 1;
-        let hint = usize::from(it.lane);
+        let hint = it.lane();
         g.push_active(it);
         let wake = g.kick(hint);
         unlock_wake(self, g, wake);

@@ -75,12 +75,6 @@ impl Pool {
         p.nr_in_flight += 1;
         p.stats.queued += 1;
         let node = p.node;
-        let item = Item {
-            work,
-            pwq: slot,
-            color,
-            lane: lane as u16,
-        };
         let mut recheck = None;
         let active = if p.plugged {
             false
@@ -106,11 +100,16 @@ impl Pool {
         } else {
             g.pwq_can_activate(slot)
         };
+        // Built where it is stored, after the last index check: the
+        // worklist's push is inlined (see `ring`), so the item goes straight
+        // into its slot rather than through a copy on the stack.
         if active {
             g.pwqs[slot as usize].nr_active += 1;
-            g.push_active(item);
+            let worklist = &mut g.lanes[lane].worklist;
+            worklist.push_back_with(|| Item::new(work, slot, color, lane as u16));
         } else {
-            g.pwqs[slot as usize].inactive.push_back(item);
+            let inactive = &mut g.pwqs[slot as usize].inactive;
+            inactive.push_back(Item::new(work, slot, color, lane as u16));
         }
         let wake = g.kick(lane);
         unlock_wake(self, g, wake);
@@ -128,7 +127,8 @@ impl Pool {
         let mut g = self.lock();
         let mut found: Option<(Item, bool)> = None;
         for l in g.lanes.iter_mut() {
-            if let Some(i) = l.worklist.iter().position(|it| addr(&it.work) == a) {
+            let at = l.worklist.iter().position(|it| addr(&it.work) == a);
+            if let Some(i) = at {
                 found = l.worklist.remove(i).map(|it| (it, true));
                 break;
             }
@@ -153,13 +153,13 @@ impl Pool {
             return false;
         };
         // It stops waiting: a bounded queue's slot goes back.
-        if let Some(wq) = &g.pwqs[item.pwq as usize].wq {
+        if let Some(wq) = &g.pwqs[item.pwq() as usize].wq {
             wq.bound_leave();
         }
         item.work.clear_pending();
         let mut post = Post::default();
-        self.dec_in_flight(&mut g, item.pwq, item.color, active, &mut post);
-        post.wake = g.kick(usize::from(item.lane));
+        self.dec_in_flight(&mut g, item.pwq(), item.color(), active, &mut post);
+        post.wake = g.kick(item.lane());
         self.update_lendable(&g);
         drop(g);
         item.work.finish_cycle();

@@ -146,7 +146,7 @@ impl Pool {
         if now.duration_since(since) < watchdog::MAYDAY_INITIAL_TIMEOUT {
             return mayday;
         }
-        let mut slots: Vec<u32> = g.waiting().map(|it| it.pwq).collect();
+        let mut slots: Vec<u32> = g.waiting().map(|it| it.pwq()).collect();
         slots.sort_unstable();
         slots.dedup();
         for slot in slots {
@@ -183,7 +183,7 @@ impl Pool {
             |g| g.take_for_rescue(slot),
             |g| g.pwqs[slot as usize].stats.rescued += 1,
         );
-        g.waiting().any(|it| it.pwq == slot) && g.starving(g.cap)
+        g.waiting().any(|it| it.pwq() == slot) && g.starving(g.cap)
     }
 }
 

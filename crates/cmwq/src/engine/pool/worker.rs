@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 
 use super::budget;
 use super::lane::{LANE_LIST_CAP, LazyNow};
+use super::ring::Ring;
 use super::{
     BLOCKED_INTENSIVE, CURRENT, DEBUG_KILL_WORKER, IDLE_TIMEOUT_MS, Item, Pool, PoolInner, Post,
     SHRINK_ABOVE, WORKER, WState, unlock_wake,
@@ -117,7 +118,7 @@ impl PoolInner {
         l.idle.push(me);
         if l.worklist.is_empty() && l.worklist.capacity() > SHRINK_ABOVE {
             // The lane drained after a peak: give the memory back.
-            l.worklist = VecDeque::with_capacity(LANE_LIST_CAP);
+            l.worklist = Ring::with_capacity(LANE_LIST_CAP);
         }
         let s = &mut self.workers[me].scheduled;
         if s.is_empty() && s.capacity() > SHRINK_ABOVE {
@@ -715,7 +716,7 @@ impl Pool {
         }
         let mut hint = None;
         for it in std::mem::take(&mut g.workers[idx].scheduled) {
-            hint = Some(usize::from(it.lane));
+            hint = Some(it.lane());
             g.push_active(it);
         }
         if let Some(h) = hint {
@@ -798,9 +799,10 @@ fn process_one_work<'a>(
     counted: bool,
     in_item: &AtomicBool,
 ) -> MutexGuard<'a, PoolInner> {
+    let (slot, color, queued_lane) = (item.pwq(), item.color(), item.lane());
     // One borrow of each slot the item touches: every index is checked once.
     let inner = &mut *g;
-    let p = &mut inner.pwqs[item.pwq as usize];
+    let p = &mut inner.pwqs[slot as usize];
     let w = &mut inner.workers[me];
     // The queue of the last item, kept (see `Held`); one let go of goes at
     // the end, with the lock released.
@@ -825,8 +827,8 @@ fn process_one_work<'a>(
     let running = Running {
         work: Some(item.work),
     };
-    w.current_pwq = item.pwq;
-    w.current_color = item.color;
+    w.current_pwq = slot;
+    w.current_color = color;
     w.seq += 1;
     w.label = running.work().func.label();
     inner.lockup.started += 1;
@@ -852,7 +854,7 @@ fn process_one_work<'a>(
         g.workers[me].last_start = g.lanes[lane].item_started(timed, prev);
         lane
     } else {
-        usize::from(item.lane)
+        queued_lane
     };
     // Chain execution: wake another worker if work still waits and nobody
     // runs it, or if this lane lags and another CPU of the pod is free. In
@@ -889,18 +891,18 @@ fn process_one_work<'a>(
         panic!("cmwq: test hook: this worker dies with its item unfinished");
     }
     let mut g = pool.lock();
-    let st = &mut g.pwqs[item.pwq as usize].stats;
+    let st = &mut g.pwqs[slot as usize].stats;
     st.completed += 1;
     st.panics += u64::from(panicked);
-    g.pwqs[item.pwq as usize].lat.record(&times);
+    g.pwqs[slot as usize].lat.record(&times);
     held.wq = Some(wq);
     if g.workers[me].blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
-    g.lanes[usize::from(item.lane)].progress += 1;
+    g.lanes[queued_lane].progress += 1;
     g.workers[me].current = 0;
     let mut post = Post::default();
-    pool.dec_in_flight(&mut g, item.pwq, item.color, true, &mut post);
+    pool.dec_in_flight(&mut g, slot, color, true, &mut post);
     if awaited {
         running.work().finish_cycle();
     }
