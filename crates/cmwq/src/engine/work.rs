@@ -214,7 +214,11 @@ impl<J> WorkCell<J> {
     /// `func`, with its only queue cycle claimed: what
     /// [`new_claimed`](Self::new_claimed) gives, without building a second
     /// cell. The counters start over: nobody waits on a unique cell's last
-    /// cycle.
+    /// cycle. Inlined into the spawn path, so the new `func` is written
+    /// straight into the cell rather than built on the caller's stack and
+    /// copied with wider loads than the stores that just wrote it (a stall
+    /// on every reuse, `perf annotate`: most of this function's samples).
+    #[inline(always)]
     pub(crate) fn reset_claimed(&mut self, func: J) {
         self.state.store(PENDING | ONCE, Ordering::Relaxed);
         self.pool.store(0, Ordering::Relaxed);
