@@ -88,11 +88,11 @@
 //! to that worker's `scheduled` list, wherever it was queued), rescuers, the
 //! manager. A lane only decides *which* worker runs an item and on which CPU.
 
-use super::ring::Ring;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Item;
+use super::ring::Ring;
 
 /// Default of [`set_spread_thresh`].
 pub const DFL_SPREAD_THRESH: Duration = Duration::from_micros(50);
