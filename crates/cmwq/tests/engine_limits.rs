@@ -169,13 +169,23 @@ fn at_the_limit() -> Option<u64> {
     Some(hard)
 }
 
-/// A queue that ran an item: the watchdog and a worker exist.
+/// A queue that ran an item: the watchdog and a worker exist. Returns once
+/// every worker of its pools is idle: the item's worker starts a spare when
+/// it takes the item (the pool keeps one idle in reserve), and a start still
+/// in flight when a case lowers the thread limit would succeed after it, end
+/// the case's first episode of failures and let the next one be said again
+/// (seen in CI: a third "Failed to create" line).
 fn warm_queue(name: &str) -> Workqueue {
     let wq = Workqueue::builder(name).build().unwrap();
     let (n, w) = counter();
     assert!(wq.queue(&w));
     w.flush();
     assert_eq!(n.load(Ordering::SeqCst), 1);
+    assert!(
+        wait_for(|| wq.pool_counts().iter().all(|c| c.idle == c.workers)),
+        "the warm queue's workers never all went idle: {:?}",
+        wq.pool_counts()
+    );
     wq
 }
 
@@ -257,6 +267,12 @@ fn nproc_child() {
                 assert_eq!(ran, 0);
                 assert!(wait_for(|| n.load(Ordering::SeqCst) == 1), "never ran");
                 starved.flush();
+                // Its worker's spare starts too (see `warm_queue`): settled
+                // before the next round lowers the limit again.
+                assert!(wait_for(|| starved
+                    .pool_counts()
+                    .iter()
+                    .all(|c| c.idle == c.workers)));
             }
         }
         other => panic!("unknown case {other}"),
