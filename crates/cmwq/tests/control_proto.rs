@@ -452,20 +452,26 @@ fn a_server_stops_even_when_its_socket_file_is_gone() {
 #[test]
 fn snapshots_do_not_steal_the_last_drop() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     let stop = Arc::new(AtomicBool::new(false));
+    // Queues the snapper has seen so far: the drops go on until it has seen
+    // some, so the two overlap however late the snapper thread first runs
+    // (CI once saw it take none in 200 drops on a loaded machine).
+    let seen = Arc::new(AtomicU64::new(0));
     let snapper = {
-        let stop = stop.clone();
+        let (stop, seen) = (stop.clone(), seen.clone());
         std::thread::spawn(move || {
-            let mut n = 0u64;
             while !stop.load(Ordering::SeqCst) {
-                n += cmwq::snapshot().workqueues.len() as u64;
+                let n = cmwq::snapshot().workqueues.len() as u64;
+                seen.fetch_add(n, Ordering::SeqCst);
             }
-            n
+            seen.load(Ordering::SeqCst)
         })
     };
     let mut early = 0;
-    for i in 0..200 {
+    let mut i = 0;
+    while i < 200 || (seen.load(Ordering::SeqCst) == 0 && i < 20_000) {
+        i += 1;
         let wq = Workqueue::builder(&format!("ctl_drop_{i}"))
             .unbound()
             .build()
