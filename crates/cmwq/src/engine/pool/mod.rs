@@ -622,22 +622,28 @@ impl PoolInner {
     /// far above what it holds (see [`SHRINK_ABOVE`]). Not on any item's
     /// path: an idle timeout, or the pool's last pwq going.
     fn shrink_lists(&mut self) {
-        fn shrink(v: &mut VecDeque<Item>, floor: usize) {
-            if v.capacity() > SHRINK_ABOVE.max(4 * v.len()) {
-                v.shrink_to(floor.max(2 * v.len()));
-            }
+        /// What a list of `len` items in room for `cap` shrinks to (never
+        /// below `floor`), if its room is far above what it holds.
+        fn shrunk(len: usize, cap: usize, floor: usize) -> Option<usize> {
+            (cap > SHRINK_ABOVE.max(4 * len)).then(|| floor.max(2 * len))
         }
         for l in &mut self.lanes {
             let v = &mut l.worklist;
-            if v.capacity() > SHRINK_ABOVE.max(4 * v.len()) {
-                v.shrink_to(lane::LANE_LIST_CAP.max(2 * v.len()));
+            if let Some(n) = shrunk(v.len(), v.capacity(), lane::LANE_LIST_CAP) {
+                v.shrink_to(n);
             }
         }
         for p in self.pwqs.iter_mut().filter(|p| p.wq.is_some()) {
-            shrink(&mut p.inactive, PWQ_LIST_CAP);
+            let v = &mut p.inactive;
+            if let Some(n) = shrunk(v.len(), v.capacity(), PWQ_LIST_CAP) {
+                v.shrink_to(n);
+            }
         }
         for w in &mut self.workers {
-            shrink(&mut w.scheduled, 0);
+            let v = &mut w.scheduled;
+            if let Some(n) = shrunk(v.len(), v.capacity(), 0) {
+                v.shrink_to(n);
+            }
         }
     }
 

@@ -68,9 +68,7 @@ impl<T> Ring<T> {
         (self.head + i) & (self.slots.len() - 1)
     }
 
-    /// Appends `v` as the newest element. Always inlined, the point of the
-    /// type; a free slot holds `None`, so there is no old value to drop
-    /// (and no drop code to inline with it).
+    /// Appends `v` as the newest element.
     #[inline(always)]
     pub(crate) fn push_back(&mut self, v: T) {
         self.push_back_with(|| v);
@@ -79,6 +77,8 @@ impl<T> Ring<T> {
     /// Appends what `make` returns as the newest element, made once the
     /// slot is found (after the ring grew, if it had to): nothing has to
     /// keep it across a call, so it goes from registers into the slot.
+    /// Always inlined, the point of the type; a free slot holds `None`, so
+    /// there is no old value to drop (and no drop code to inline with it).
     #[inline(always)]
     pub(crate) fn push_back_with(&mut self, make: impl FnOnce() -> T) {
         if self.len == self.slots.len() {
@@ -154,20 +154,6 @@ impl<T> Ring<T> {
     }
 }
 
-impl<T> IntoIterator for Ring<T> {
-    type Item = T;
-    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Option<T>>>;
-
-    /// The elements, oldest first.
-    fn into_iter(mut self) -> Self::IntoIter {
-        let head = self.head;
-        let mut slots = mem::take(&mut self.slots);
-        let n = slots.len();
-        slots.rotate_left(head.min(n));
-        slots.into_iter().flatten()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,7 +186,7 @@ mod tests {
             assert!(r.capacity() >= r.len() && r.capacity().is_power_of_two());
             assert!(r.iter().eq(d.iter()), "after step {n}");
         }
-        let rest: Vec<u32> = r.into_iter().collect();
+        let rest: Vec<u32> = std::iter::from_fn(|| r.pop_front()).collect();
         assert_eq!(rest, d.into_iter().collect::<Vec<_>>());
     }
 
