@@ -104,6 +104,12 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("bench", nargs="*")
     a = ap.parse_args()
+    try:
+        re.compile(a.match)
+    except re.error as e:
+        fail(f"--match {a.match!r} is not a regular expression: {e}")
+    if a.data is not None and not os.path.isfile(a.data):
+        fail(f"--data {a.data!r}: no such file (a perf.data from an earlier run)")
     if shutil.which("perf") is None:
         fail("perf not found (apt-get install linux-perf)")
     if not os.access(a.bin, os.X_OK):
