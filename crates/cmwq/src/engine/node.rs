@@ -44,11 +44,20 @@ pub(crate) enum NodeGet {
 }
 
 /// One node's budget.
+///
+/// `nr` sits on a cache line of its own (two, for the adjacent-line
+/// prefetcher): every pool of the node writes it when its pwq takes or gives
+/// back credits, while every queue and every completion of every CPU reads
+/// `pending_len`. Sharing one line, each of those reads missed whenever some
+/// other CPU had just moved `nr`: on a 16-CPU machine the read in `insert`
+/// and `dec_active` took about a quarter of the process's CPU time at batch
+/// 64 (perf, COST.md "The node budget's line"). Apart, `pending_len` stays
+/// shared-clean in every cache until the node is full.
 pub(crate) struct NodeActive {
     /// A: units held (active items plus credits cached by pwqs). `SeqCst`:
     /// the completer's decrement pairs with the queuer's `pending_len`
     /// increment (module docs).
-    nr: AtomicUsize,
+    nr: OwnLine,
     /// A: the node's limit. `Relaxed`: a setting; a change is followed by an
     /// activation pass on the thread that made it.
     max: AtomicUsize,
@@ -66,7 +75,7 @@ impl NodeActive {
     /// A node with limit `max`, in a workqueue whose `max_active` is `max_active`.
     pub(crate) fn new(max_active: usize) -> NodeActive {
         NodeActive {
-            nr: AtomicUsize::new(0),
+            nr: OwnLine(AtomicUsize::new(0)),
             max: AtomicUsize::new(max_active),
             pending_len: AtomicUsize::new(0),
             // Small limits stay exact; large ones let pwqs cache 1/16 of the budget.
@@ -184,6 +193,17 @@ impl NodeActive {
                 self.nr.fetch_sub(1, Ordering::SeqCst);
             }
         }
+    }
+}
+
+/// An atomic on a 128-byte block of its own.
+#[repr(align(128))]
+struct OwnLine(AtomicUsize);
+
+impl std::ops::Deref for OwnLine {
+    type Target = AtomicUsize;
+    fn deref(&self) -> &AtomicUsize {
+        &self.0
     }
 }
 
