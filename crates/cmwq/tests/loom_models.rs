@@ -201,6 +201,18 @@
 //! `AcqRel`) the positive model fails too, which shows the pair is where
 //! the argument rests.
 //!
+//! `node_budget_waiter_vs_idle_keeper`: units an idle pwq keeps. The node
+//! is full; pwq K runs one item and caches the rest of its batch. Thread K
+//! completes the item and goes idle, keeping its units if
+//! `may_keep_idle` says yes (it marks the node, then looks for waiters);
+//! thread W queues an item on another pwq and, on `WaitingRecheck`, runs an
+//! activation pass whose reclaim takes K's kept units (under K's lock).
+//! Invariant: W's item ends up active exactly once, nobody waits, and the
+//! node counts every unit once (the filler's, W's, what K still keeps). The
+//! negative control, a keeper that keeps whenever nobody waits without
+//! marking the node, strands W's item; so do a queuer that does not read
+//! the mark and a keeper without its `dekker_point`.
+//!
 //! # 7. A spawned job's result vs. its handle's drop (`spawn_result_*`)
 //!
 //! Runs the engine's `Handoff` (`engine/spawn.rs`): `finish`, the job's side
@@ -1392,24 +1404,34 @@ mod node {
         IgnoresWaiters,
     }
 
+    /// An activation pass (`WqInner::node_activate`) in which only pwq slot
+    /// 1 waits: each activation is counted in `activated`.
+    pub fn activation_pass(
+        n: &NodeBudget,
+        reclaim: impl FnOnce() -> usize,
+        activated: &AtomicUsize,
+    ) {
+        n.activate(
+            || false,
+            reclaim,
+            |_pool, slot| {
+                assert_eq!(slot, 1, "only the second pwq waits");
+                activated.fetch_add(1, Ordering::SeqCst);
+                true
+            },
+        )
+    }
+
     /// One unit of budget (`max_active` 1), held by a running item. Thread A
     /// completes it; thread B queues another item, which must end up active:
     /// at once, by its own recheck, or by A's activation pass.
     pub fn run(completer: Completer) {
         check(3, move || {
-            let n = Arc::new(NodeBudget::new(1));
+            let n = Arc::new(NodeBudget::new(1, 1));
             assert_eq!(n.try_get(false, 0, 0), Got::Active(1));
             let activated = Arc::new(AtomicUsize::new(0));
-            let pass = |n: &NodeBudget, activated: &AtomicUsize| {
-                n.activate(
-                    || false,
-                    |_pool, slot| {
-                        assert_eq!(slot, 1, "only B's pwq waits");
-                        activated.fetch_add(1, Ordering::SeqCst);
-                        true
-                    },
-                )
-            };
+            let pass =
+                |n: &NodeBudget, activated: &AtomicUsize| activation_pass(n, || 0, activated);
             let a = {
                 let (n, activated) = (n.clone(), activated.clone());
                 thread::spawn(move || {
@@ -1439,6 +1461,100 @@ mod node {
 #[test]
 fn node_budget_waiter_vs_put() {
     node::run(node::Completer::Engine);
+}
+
+mod node_keep {
+    use super::*;
+    use cmwq::__loom::{Got, NodeBudget};
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Keeper {
+        /// `Pool::dec_active`: `may_keep_idle` (marks the node, then looks
+        /// for waiters), keeping up to a batch on yes.
+        Engine,
+        /// Negative control: keeps whenever nobody waits, without marking
+        /// the node.
+        Unmarked,
+    }
+
+    /// The node is full: pwq K runs one item and caches the rest of its
+    /// batch, a filler holds the other units. Thread K completes its item
+    /// and goes idle, keeping its units if allowed; thread W queues an item
+    /// on another pwq, which must end up active (W's own pass, with its
+    /// reclaim of K's kept units, or K's pass after giving them back).
+    pub fn run(keeper: Keeper) {
+        check(3, move || {
+            let n = Arc::new(NodeBudget::new(64, 1));
+            let batch = n.batch();
+            assert!(batch >= 2, "a node whose idle pwqs may keep units");
+            let mut filled = 0;
+            while filled < 64 - batch {
+                match n.try_get(false, 0, 9) {
+                    Got::Active(k) => filled += k,
+                    other => panic!("the filler got {other:?}"),
+                }
+            }
+            assert_eq!(n.try_get(false, 0, 0), Got::Active(batch));
+            // K: one item active, the rest of its batch cached.
+            let k_credits = Arc::new(Mutex::new(batch - 1));
+            let activated = Arc::new(AtomicUsize::new(0));
+            let pass = |n: &NodeBudget, k: &Mutex<usize>, activated: &AtomicUsize| {
+                super::node::activation_pass(
+                    n,
+                    || std::mem::take(&mut *k.lock().unwrap()),
+                    activated,
+                )
+            };
+            let k = {
+                let (n, k_credits, activated) = (n.clone(), k_credits.clone(), activated.clone());
+                thread::spawn(move || {
+                    let give = {
+                        let mut c = k_credits.lock().unwrap();
+                        *c += 1;
+                        let keep_ok = match keeper {
+                            Keeper::Engine => n.may_keep_idle(),
+                            Keeper::Unmarked => !n.has_waiters(),
+                        };
+                        let keep = if keep_ok { (*c).min(n.batch()) } else { 0 };
+                        std::mem::replace(&mut *c, keep) - keep
+                    };
+                    if give > 0 && n.put(give) {
+                        pass(&n, &k_credits, &activated);
+                    }
+                })
+            };
+            let (direct, w_units) = match n.try_get(false, 0, 1) {
+                // Budget was free: W cached the rest of what it took.
+                Got::Active(k) => (1, k),
+                Got::Waiting => (0, 1),
+                Got::WaitingRecheck => {
+                    pass(&n, &k_credits, &activated);
+                    (0, 1)
+                }
+            };
+            k.join().unwrap();
+            let active = direct + activated.load(Ordering::SeqCst);
+            assert_eq!(active, 1, "stranded: W's item waits while K keeps units");
+            assert!(!n.has_waiters());
+            let kept = *k_credits.lock().unwrap();
+            assert_eq!(
+                n.nr(),
+                filled + w_units + kept,
+                "every unit accounted for once"
+            );
+        });
+    }
+}
+
+#[test]
+fn node_budget_waiter_vs_idle_keeper() {
+    node_keep::run(node_keep::Keeper::Engine);
+}
+
+#[test]
+#[should_panic(expected = "stranded")]
+fn node_budget_unmarked_keeper_is_caught() {
+    node_keep::run(node_keep::Keeper::Unmarked);
 }
 
 #[test]

@@ -76,9 +76,18 @@ pub enum Got {
 pub struct NodeBudget(NodeActive);
 
 impl NodeBudget {
-    /// A node of a workqueue with this `max_active`.
-    pub fn new(max_active: usize) -> NodeBudget {
-        NodeBudget(NodeActive::new(max_active))
+    /// A node of a workqueue with this `max_active`, on a machine of
+    /// `nr_cpus` CPU ids.
+    pub fn new(max_active: usize, nr_cpus: usize) -> NodeBudget {
+        NodeBudget(NodeActive::new(max_active, nr_cpus))
+    }
+    /// `NodeActive::may_keep_idle`: a pwq going idle may keep its units.
+    pub fn may_keep_idle(&self) -> bool {
+        self.0.may_keep_idle()
+    }
+    /// `NodeActive::batch`.
+    pub fn batch(&self) -> usize {
+        self.0.batch()
     }
     /// `NodeActive::try_get`.
     pub fn try_get(&self, frozen: bool, pool: u32, slot: u32) -> Got {
@@ -92,9 +101,15 @@ impl NodeBudget {
     pub fn put(&self, units: usize) -> bool {
         self.0.put(units)
     }
-    /// `NodeActive::activate`.
-    pub fn activate(&self, frozen: impl Fn() -> bool, activate: impl FnMut(u32, u32) -> bool) {
-        self.0.activate(frozen, activate)
+    /// `NodeActive::activate`, with `reclaim` taking back the units idle
+    /// pwqs keep.
+    pub fn activate(
+        &self,
+        frozen: impl Fn() -> bool,
+        reclaim: impl FnOnce() -> usize,
+        activate: impl FnMut(u32, u32) -> bool,
+    ) {
+        self.0.activate(frozen, reclaim, activate)
     }
     /// Units held.
     pub fn nr(&self) -> usize {

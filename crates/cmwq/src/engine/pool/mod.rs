@@ -389,8 +389,11 @@ pub(crate) struct PwqState {
     pub node: usize,
     /// L: unbound pwqs: units of the node's `max_active` budget taken ahead and not
     /// used yet. Batching them keeps the node counter (shared by every CPU) off
-    /// the per-item path; they go back as soon as the pwq idles or another pwq
-    /// waits, so the limit is never exceeded and nobody waits on cached budget.
+    /// the per-item path. They count in the node's total, so the limit is never
+    /// exceeded; a busy pwq gives back all but a batch or two, and all of them
+    /// once another pwq waits; an idle one keeps at most a batch, where the node
+    /// allows it, and a waiter's activation pass takes those back
+    /// (`engine/node.rs`, "Units an idle pwq keeps").
     pub credits: usize,
     /// L: counters of this pwq, kept under the pool lock (no shared cache line).
     pub stats: PwqStats,

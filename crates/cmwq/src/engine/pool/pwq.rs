@@ -127,6 +127,11 @@ impl Pool {
         p.dead = true;
         let wq = p.wq.clone().expect("live pwq");
         let id = PwqId { slot, era: p.era };
+        // Units it kept while idle go back with it.
+        let kept = std::mem::take(&mut p.credits);
+        if kept > 0 && wq.node_put(p.node, kept) {
+            post.activate = Some((wq.clone(), p.node));
+        }
         if wq.ordered {
             post.died = Some(wq.clone());
         }
@@ -178,6 +183,9 @@ impl Pool {
         for t in wake {
             t.unpark();
         }
+        if let Some((wq, node)) = post.activate.take() {
+            wq.node_activate(node);
+        }
         (true, post.reap.take().map(|(wq, _)| wq))
     }
 
@@ -203,6 +211,18 @@ impl Pool {
         wq.node_enqueue_waiting(node, self.id, id.slot, n);
         drop(g);
         wq.node_activate(node);
+    }
+
+    /// Takes back the units of `wq`'s node budget a pwq of `node` keeps
+    /// (a reclaim pass: items wait on the node); returns how many.
+    pub(crate) fn take_kept(&self, id: PwqId, wq: &Arc<WqInner>, node: usize) -> usize {
+        let mut g = self.lock();
+        match g.live(id) {
+            Some(i) if g.pwq_of(id.slot, wq) && g.pwqs[i].node == node => {
+                std::mem::take(&mut g.pwqs[i].credits)
+            }
+            _ => 0,
+        }
     }
 
     /// Sets the flush colour that new items of a pwq get.
@@ -334,7 +354,17 @@ impl Pool {
             let node = p.node;
             p.credits += 1;
             let idle = p.nr_active == 0 && p.inactive.is_empty();
-            let give = if idle || wq.node_has_waiters(node) {
+            let give = if idle {
+                // Up to a batch stays where the node allows it and nobody
+                // waits (`node.rs`, "Units an idle pwq keeps"): with one item
+                // in flight, the next item then takes none from the node.
+                let keep = if wq.node_may_keep_idle(node) {
+                    p.credits.min(wq.node_batch(node))
+                } else {
+                    0
+                };
+                std::mem::replace(&mut p.credits, keep) - keep
+            } else if wq.node_has_waiters(node) {
                 std::mem::take(&mut p.credits)
             } else if p.credits > 2 * wq.node_batch(node) {
                 let keep = wq.node_batch(node);

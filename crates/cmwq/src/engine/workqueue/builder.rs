@@ -441,7 +441,9 @@ impl WorkqueueBuilder {
             stop: AtomicBool::new(false),
             tid: std::sync::atomic::AtomicI32::new(0),
         });
-        let nodes = (0..nr_nodes).map(|_| NodeActive::new(max_active)).collect();
+        let nodes = (0..nr_nodes)
+            .map(|_| NodeActive::new(max_active, map_len))
+            .collect();
         Arc::new(WqInner {
             name: self.name.clone(),
             panic_handler: self.panic_handler.clone(),

@@ -124,10 +124,24 @@ impl WqInner {
         self.nodes[node].batch()
     }
 
-    /// Activates waiting items while the node's budget allows (`node_activate_pending_pwq`).
+    /// A pwq of `node` going idle may keep up to a batch of units (see
+    /// `NodeActive::may_keep_idle`). Called under its pool lock.
+    pub(crate) fn node_may_keep_idle(&self, node: usize) -> bool {
+        self.nodes[node].may_keep_idle()
+    }
+
+    /// Activates waiting items while the node's budget allows
+    /// (`node_activate_pending_pwq`), after taking back the units idle pwqs
+    /// kept if some may (see `engine/node.rs`). Called with no pool lock held.
     pub(crate) fn node_activate(self: &Arc<Self>, node: usize) {
         self.nodes[node].activate(
             || self.frozen.load(Ordering::Relaxed),
+            || {
+                self.pwq_list()
+                    .iter()
+                    .map(|r| r.pool.take_kept(r.id, self, node))
+                    .sum()
+            },
             |pool, slot| {
                 pool::get_pool(pool).is_some_and(|p| p.activate_one_unbound(slot, self, node))
             },

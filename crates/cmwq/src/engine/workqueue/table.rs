@@ -675,17 +675,22 @@ mod tests {
     use crate::{Work, Workqueue};
     use std::sync::atomic::AtomicUsize;
 
+    /// An unbound queue with a pwq per CPU.
+    fn per_cpu_unbound(name: &str, max_active: usize) -> Workqueue {
+        Workqueue::builder(name)
+            .unbound()
+            .affinity_scope(Scope::Cpu)
+            .max_active(max_active)
+            .build()
+            .unwrap()
+    }
+
     /// The node budget is conserved: batches of cached credits go back, so an
     /// idle unbound workqueue holds no budget, and no item is left waiting.
     #[test]
     fn node_budget_returns_to_zero_when_idle() {
         for max in [1usize, 3, 8, 64, 1024] {
-            let wq = Workqueue::builder("budget")
-                .unbound()
-                .affinity_scope(Scope::Cpu)
-                .max_active(max)
-                .build()
-                .unwrap();
+            let wq = per_cpu_unbound("budget", max);
             let ran = Arc::new(AtomicUsize::new(0));
             let works: Vec<Work> = (0..200)
                 .map(|_| {
@@ -719,6 +724,78 @@ mod tests {
                 0,
                 "max_active {max}"
             );
+            // What the node still counts is exactly what idle pwqs keep.
+            for (held, kept) in wq.debug_node_units() {
+                assert_eq!(held, kept, "max_active {max}");
+            }
+        }
+    }
+
+    /// An idle pwq keeps the rest of its batch (with one item in flight, the
+    /// next item takes nothing from the node), and a queuer that finds the
+    /// node full takes those units back: `max_active` items that wait for
+    /// each other all run at once.
+    #[test]
+    fn idle_pwqs_keep_units_and_waiters_take_them_back() {
+        use std::time::{Duration, Instant};
+        const MAX: usize = 32;
+        let wq = per_cpu_unbound("keep", MAX);
+        let cpus = wq.inner.pwqs().route_cpus.clone();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs two CPUs with pwqs of their own");
+            return;
+        }
+        // Batches of 2 (32 / 16): idle pwqs may keep units where a batch per
+        // CPU id is at most half the limit, 8 CPU ids.
+        if super::super::system_topology().nr_cpu_ids() > 8 {
+            eprintln!("skipped: more than 8 CPU ids, so idle pwqs keep nothing at max_active 32");
+            return;
+        }
+        let one = Work::new(|| {});
+        assert!(wq.queue_on(cpus[0], &one).unwrap());
+        wq.flush();
+        let units = wq.debug_node_units();
+        assert!(
+            units.iter().any(|&(held, kept)| kept > 0 && held == kept),
+            "the idle pwq keeps its units: {units:?}"
+        );
+        assert_eq!(wq.node_nr_active().iter().sum::<usize>(), 0);
+
+        // `arrived` counts items that started, `inside` those running now.
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let inside = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let works: Vec<Work> = (0..MAX)
+            .map(|_| {
+                let (arrived, inside, peak) = (arrived.clone(), inside.clone(), peak.clone());
+                Work::new(move || {
+                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(n, Ordering::SeqCst);
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    // Waits for the others; the bound only ends a failing run.
+                    let t0 = Instant::now();
+                    crate::blocking(|| {
+                        while arrived.load(Ordering::SeqCst) < MAX
+                            && t0.elapsed() < Duration::from_secs(20)
+                        {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    });
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        for w in &works {
+            assert!(wq.queue_on(cpus[1], w).unwrap());
+        }
+        wq.flush();
+        assert_eq!(
+            peak.load(Ordering::SeqCst),
+            MAX,
+            "every item active at once: the kept units went back to the waiters"
+        );
+        for (held, kept) in wq.debug_node_units() {
+            assert_eq!(held, kept);
         }
     }
 }
