@@ -49,15 +49,23 @@ prepare() {
     rev=$(git rev-parse --verify "${BASELINE}^{commit}" 2>/dev/null) || die "BASELINE=$BASELINE names no commit"
     wt=$(mktemp -d /tmp/cmwq-baseline.XXXXXX)
     git worktree add -q --detach "$wt" "$rev" || die "git worktree add failed for $rev"
-    (cd "$wt" && CARGO_TARGET_DIR="$root/target/baseline" cargo build --release -p cmwq-cli >&2) || die "the baseline $rev did not build"
+    if ! (cd "$wt" && CARGO_TARGET_DIR="$root/target/baseline" cargo build --release -p cmwq-cli >&2); then
+      git worktree remove --force "$wt"
+      die "the baseline $rev did not build"
+    fi
     git worktree remove --force "$wt"
     strip --strip-debug -o .manycore/old target/baseline/release/cmwq || die "strip failed"
     cp target/baseline/release/cmwq target/device-profile-old.debug
   else
     rm -f .manycore/old
   fi
-  if command -v perf >/dev/null 2>&1; then
-    p=$(readlink -f "$(command -v perf)")
+  p=$(command -v perf 2>/dev/null) && p=$(readlink -f "$p")
+  if [ -n "$p" ] && ! ldd "$p" >/dev/null 2>&1; then
+    echo "device-profile.sh: $p is no dynamic executable (a wrapper script?): the run will compare but not profile" >&2
+    p=""
+  fi
+  if [ -n "$p" ]; then
+    rm -rf .manycore/perf
     mkdir -p .manycore/perf/lib
     cp "$p" .manycore/perf/perf
     ldd "$p" | awk '/=>/ && $3 ~ /^\// {print $3}' | while read -r l; do cp -L "$l" .manycore/perf/lib/; done
@@ -69,6 +77,8 @@ prepare() {
   fi
   cp "$here/device-profile.sh" .manycore/
   du -sh .manycore >&2
+  mib=$(du -sm .manycore | cut -f1)
+  [ "$mib" -lt 60 ] || echo "device-profile.sh: .manycore is $mib MiB: a device call carries at most 64 MiB with the tree" >&2
   echo "prepared: run there with  OUT=\$OUT bash .manycore/device-profile.sh run  (carry .manycore)" >&2
 }
 
