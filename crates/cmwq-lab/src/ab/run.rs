@@ -419,9 +419,23 @@ fn wait_exited(pid: libc::pid_t) -> Result<(), String> {
     }
 }
 
+/// The executor whose rows a bench document's other rows are also given
+/// relative to (see [`extract_metrics`]).
+pub const REFERENCE_EXECUTOR: &str = "limit";
+
+/// The bench fields that also get a row relative to the reference executor.
+const RELATIVE_FIELDS: [&str; 2] = ["items_per_sec", "cpu_s_per_million"];
+
 /// Numbers a command reports on stdout: a `cmwq-bench/1` document's summary
 /// medians (`<executor>/<scope> <field>`), or a top-level `"metrics"` object.
 /// Anything else gives nothing.
+///
+/// A bench document that measured the bare per-CPU design (`--vs limit`)
+/// also gives each other row's throughput and CPU per item over `limit`'s in
+/// the same run (`<executor>/<scope> items_per_sec vs limit`): the host's
+/// drift between runs (on a shared VM, 10% over minutes) moves both rows of
+/// a run alike, so the ratio compares two builds where the raw figures
+/// drown in it.
 pub fn extract_metrics(stdout: &str) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
     let Ok(v) = serde_json::from_str::<serde_json::Value>(stdout.trim()) else {
@@ -455,8 +469,32 @@ pub fn extract_metrics(stdout: &str) -> BTreeMap<String, f64> {
                 }
             }
         }
+        add_relative(&mut m);
     }
     m
+}
+
+/// Adds `<row> <field> vs limit` for every row but the reference's, where
+/// the reference row (`limit/-`) has the field and it is not zero.
+fn add_relative(m: &mut BTreeMap<String, f64>) {
+    let reference = format!("{REFERENCE_EXECUTOR}/");
+    let mut derived = Vec::new();
+    for field in RELATIVE_FIELDS {
+        let Some(base) = m
+            .iter()
+            .find(|(k, _)| k.starts_with(&reference) && k.ends_with(&format!(" {field}")))
+            .map(|(_, v)| *v)
+            .filter(|v| *v != 0.0)
+        else {
+            continue;
+        };
+        for (k, v) in m.iter() {
+            if !k.starts_with(&reference) && k.ends_with(&format!(" {field}")) {
+                derived.push((format!("{k} vs {REFERENCE_EXECUTOR}"), v / base));
+            }
+        }
+    }
+    m.extend(derived);
 }
 
 /// Which way is better for a metric, from its name.
@@ -708,7 +746,39 @@ mod tests {
         let m = extract_metrics(j);
         assert_eq!(m.get("cmwq/cpu items_per_sec"), Some(&400000.0));
         assert_eq!(m.get("cmwq/cpu enqueue_p95_ns"), Some(&900.0));
-        assert_eq!(m.len(), 2);
+        assert_eq!(m.len(), 2, "no limit row, no ratios: {m:?}");
+    }
+
+    #[test]
+    fn bench_json_with_limit_gives_same_run_ratios() {
+        let j = r#"{"schema":"cmwq-bench/1","summary":[
+            {"executor":"cmwq","scope":"cpu",
+             "items_per_sec":{"median":600.0},"cpu_s_per_million":{"median":0.3},
+             "enqueue_p95_ns":{"median":900.0}},
+            {"executor":"limit","scope":"-",
+             "items_per_sec":{"median":800.0},"cpu_s_per_million":{"median":0.2}}]}"#;
+        let m = extract_metrics(j);
+        assert_eq!(m.get("cmwq/cpu items_per_sec vs limit"), Some(&0.75));
+        let cpu = m["cmwq/cpu cpu_s_per_million vs limit"];
+        assert!((cpu - 1.5).abs() < 1e-12, "{cpu}");
+        assert!(
+            !m.keys()
+                .any(|k| k.starts_with("limit/") && k.contains(" vs "))
+        );
+        assert!(!m.contains_key("cmwq/cpu enqueue_p95_ns vs limit"));
+        // The ratio rows read the right way round and sit in the row's table.
+        assert_eq!(
+            direction_of("cmwq/cpu items_per_sec vs limit"),
+            Direction::HigherIsBetter
+        );
+        assert_eq!(
+            direction_of("cmwq/cpu cpu_s_per_million vs limit"),
+            Direction::LowerIsBetter
+        );
+        assert_eq!(
+            row_of("cmwq/cpu items_per_sec vs limit"),
+            Some(("cmwq/cpu", " items_per_sec vs limit"))
+        );
     }
 
     fn record(side: usize, index: usize, metrics: &[(&str, f64)]) -> RunRecord {
