@@ -4,7 +4,10 @@
 //! twice (queued and started), so the one-lane case is answered inline and
 //! only the two pod shapes ([`Locality`], argued in [`super::lane`]) pay for a
 //! call: `kick_lanes` for a shared pool, `kick_partners` for a per-CPU pool,
-//! whose partners lend a worker through `lend_to`.
+//! whose partners lend a worker through `lend_to` (a busy per-CPU pool that
+//! no partner could help is answered inline too). The release after a kick,
+//! `unlock_wake`, is one out-of-line copy but for its common case at the two
+//! per-item call sites (`unlock_wake_hot`).
 
 use std::sync::atomic::Ordering;
 use std::thread::Thread;
@@ -90,6 +93,14 @@ impl PoolInner {
     /// counted worker gets one, which will steal from it.
     #[inline]
     pub(super) fn kick(&mut self, hint: usize) -> Option<Wake> {
+        self.kick_at(hint, &mut LazyNow::default())
+    }
+
+    /// [`kick`](Self::kick) with the clock read already made under this
+    /// lock hold, if any (a worker's timed item start): the lagging test
+    /// uses it rather than reading its own.
+    #[inline]
+    pub(super) fn kick_at(&mut self, hint: usize, now: &mut LazyNow) -> Option<Wake> {
         let cap = self.cap;
         match self.locality() {
             Locality::Single => {
@@ -107,8 +118,20 @@ impl PoolInner {
                 }
                 self.wake_for(0, false)
             }
-            Locality::Lanes => self.kick_lanes(hint, cap),
-            Locality::Partners => self.kick_partners(cap),
+            Locality::Lanes => self.kick_lanes(hint, cap, now),
+            // The common case of a busy per-CPU pool, answered inline: its
+            // items wait behind its running worker, which nobody could see
+            // asleep, and no partner could lend one if it lagged. These are
+            // `kick_partners`'s own tests (`wake_past_busy`'s, then not
+            // `unserved`, then no lender): it would find nothing to do.
+            Locality::Partners
+                if self.lanes[0].behind_worker(cap)
+                    && !self.may_see_sleeper(0)
+                    && !self.partner_can_lend() =>
+            {
+                None
+            }
+            Locality::Partners => self.kick_partners(cap, now),
         }
     }
 
@@ -127,7 +150,7 @@ impl PoolInner {
     /// worker of its own CPU; else, if lane `hint` lags, a free lane's CPU
     /// gets one, which will steal from it.
     #[inline(never)]
-    fn kick_lanes(&mut self, hint: usize, cap: usize) -> Option<Wake> {
+    fn kick_lanes(&mut self, hint: usize, cap: usize, now: &mut LazyNow) -> Option<Wake> {
         if let Some(w) = self.wake_past_busy(hint, cap) {
             return Some(w);
         }
@@ -136,12 +159,11 @@ impl PoolInner {
             return self.wake_for(d, false);
         }
         if self.lanes[hint].has_work() {
-            let mut now = LazyNow::default();
             let free = lanes_from(hint, n)
                 .skip(1)
                 .find(|&d| self.lanes[d].free(cap));
             if let Some(d) = free
-                && self.lanes[hint].lagging(&mut now)
+                && self.lanes[hint].lagging(now)
             {
                 return self.wake_for(d, true);
             }
@@ -153,7 +175,7 @@ impl PoolInner {
     /// items nobody serves; a partner's, lent ([`Wake::Spread`]), when none
     /// is idle here or when its lane lags and a partner can lend.
     #[inline(never)]
-    fn kick_partners(&mut self, cap: usize) -> Option<Wake> {
+    fn kick_partners(&mut self, cap: usize, now: &mut LazyNow) -> Option<Wake> {
         if let Some(w) = self.wake_past_busy(0, cap) {
             return Some(w);
         }
@@ -169,10 +191,7 @@ impl PoolInner {
                 .wake_for(0, false)
                 .or_else(|| self.partner_can_lend().then_some(Wake::Spread));
         }
-        if self.lanes[0].has_work()
-            && self.partner_can_lend()
-            && self.lanes[0].lagging(&mut LazyNow::default())
-        {
+        if self.lanes[0].has_work() && self.partner_can_lend() && self.lanes[0].lagging(now) {
             return Some(Wake::Spread);
         }
         None
@@ -233,14 +252,40 @@ pub(super) fn lanes_from(first: usize, n: usize) -> impl Iterator<Item = usize> 
     (first..n).chain(0..first.min(n))
 }
 
+/// [`unlock_wake`] at the two call sites every item passes (a queue's
+/// insert, a worker's item start): the common case there, nobody to wake in
+/// a pool whose items never blocked, is the partners' flags (a per-CPU pool
+/// of a pod) and the bare unlock, inlined (the out-of-line call's entry and
+/// exit were 40 of the 96 instructions its two calls cost per item). Only
+/// these two sites: the rest of the release path stays out of line (the
+/// `icache` study).
+#[inline(always)]
+pub(super) fn unlock_wake_hot(
+    pool: &'static Pool,
+    g: MutexGuard<'_, PoolInner>,
+    wake: Option<Wake>,
+) {
+    // The steps of `unlock_wake` with nobody to wake and no sleep seen in
+    // the pod (`peek` is false): the flags, then the unlock.
+    if wake.is_none() && !pool.blocks.load(Ordering::Relaxed) {
+        if !g.partners.is_empty() {
+            pool.publish_lendable(&g);
+        }
+        drop(g);
+        return;
+    }
+    unlock_wake(pool, g, wake);
+}
+
 /// Releases the pool lock and wakes the worker a kick picked: after the unlock
 /// ([`WakeMode::Deferred`]) or before it ([`WakeMode::UnderLock`]).
 ///
 /// Every path that unlocks a pool and may wake a worker goes through here, so
-/// how this function is compiled decides the code of the whole release path.
-/// The `inline-unlock` cargo feature inlines it at every call site (seed 001's
-/// inlined `_raw_spin_unlock`); without it, it stays one out-of-line copy. The
-/// lab's `icache` study compares the two builds.
+/// how this function is compiled decides the code of the whole release path
+/// (but for [`unlock_wake_hot`]'s inlined common case). The `inline-unlock`
+/// cargo feature inlines it at every call site (seed 001's inlined
+/// `_raw_spin_unlock`); without it, it stays one out-of-line copy. The lab's
+/// `icache` study compares the two builds.
 #[cfg_attr(feature = "inline-unlock", inline(always))]
 #[cfg_attr(not(feature = "inline-unlock"), inline(never))]
 pub(super) fn unlock_wake(pool: &'static Pool, g: MutexGuard<'_, PoolInner>, wake: Option<Wake>) {
@@ -311,6 +356,13 @@ impl Pool {
         if g.partners.is_empty() {
             return;
         }
+        self.publish_lendable(g);
+    }
+
+    /// [`update_lendable`](Self::update_lendable) for a pool with partners,
+    /// inlined where every item passes ([`unlock_wake_hot`]).
+    #[inline(always)]
+    fn publish_lendable(&self, g: &PoolInner) {
         let l = &g.lanes[0];
         let v = l.free(g.cap) && !l.idle.is_empty();
         if self.lendable.0.load(Ordering::Relaxed) != v {

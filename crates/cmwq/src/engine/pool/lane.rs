@@ -79,8 +79,12 @@
 //! case where `slow` can change a decision). A queuer that finds its lane
 //! served and another CPU free notes the lane's `started` count with the time
 //! once, and calls the lane lagging when a later look finds the same count a
-//! threshold later. A pool with one lane and no partners (bound pools,
-//! one-CPU pods) never reads the clock nor `sched_getcpu`.
+//! threshold later. A timed start notes its own count with the time it read,
+//! and the chain kick that follows it looks with that same time: a worker
+//! reads the clock once per timed item, where it read it twice (the start,
+//! then its kick's note of the new count). A pool with one lane and no
+//! partners (bound pools, one-CPU pods) never reads the clock nor
+//! `sched_getcpu`.
 //!
 //! Everything else is the pool's and unchanged: the pwqs with their flush
 //! colours and `max_active` (the node budget spans a pod's per-CPU pools as it
@@ -162,7 +166,9 @@ pub(crate) struct Lane {
     pub nr_lent: usize,
     /// L: items begun by this lane's counted workers.
     pub started: u64,
-    /// L: when a queuer first saw `started` at its value (see the module docs).
+    /// L: since when `started` has had its value: the start of the item
+    /// that made it when its worker timed it, else when a queuer first saw
+    /// it (see the module docs).
     seen: Option<(u64, Instant)>,
     /// L: its worker's previous item ran past the spread threshold.
     pub slow: bool,
@@ -286,8 +292,10 @@ impl Lane {
 
     /// A counted worker of this lane starts an item. With `timed`, the clock
     /// is read: `slow` says whether the previous item (begun at `prev`, in the
-    /// same busy spell) ran past the threshold, and the time is returned for
-    /// the next call. Without, `slow` is cleared.
+    /// same busy spell) ran past the threshold, the new count is noted as
+    /// seen at that time (so a look at the lane measures from the item's
+    /// start and reads no clock of its own to note it), and the time is
+    /// returned for the next call. Without, `slow` is cleared.
     pub(crate) fn item_started(&mut self, timed: bool, prev: Option<Instant>) -> Option<Instant> {
         self.started += 1;
         if !timed {
@@ -296,6 +304,7 @@ impl Lane {
         }
         let now = Instant::now();
         self.slow = prev.is_some_and(|p| now.saturating_duration_since(p) >= spread_thresh());
+        self.seen = Some((self.started, now));
         Some(now)
     }
 
@@ -373,6 +382,30 @@ mod tests {
         assert!(l.lagging(&mut LazyNow::at(t1)));
         l.pop();
         assert!(!l.lagging(&mut LazyNow::at(later)), "nothing waits");
+    }
+
+    #[test]
+    fn a_timed_start_is_the_time_a_look_measures_from() {
+        let mut l = Lane::new(0);
+        l.worklist.push_back(item());
+        l.nr_running = 1;
+        let t0 = l.item_started(true, None).expect("timed");
+        // A look with the start's own time (the worker's chain kick) finds
+        // nothing to note and no time passed.
+        assert!(!l.lagging(&mut LazyNow::at(t0)), "the start itself");
+        let t1 = l.item_started(true, Some(t0)).expect("timed");
+        // The first look at this count already has its time, the start's:
+        // it lags at once when it comes a threshold after the start (after
+        // an untimed start it would only note the time).
+        assert!(
+            l.lagging(&mut LazyNow::at(t1 + spread_thresh() * 2)),
+            "first look, a threshold after the item began"
+        );
+        // An untimed start leaves the count to be noted by the next look.
+        l.item_started(false, None);
+        let later = t0 + spread_thresh() * 4;
+        assert!(!l.lagging(&mut LazyNow::at(later)), "first look notes it");
+        assert!(l.lagging(&mut LazyNow::at(later + spread_thresh() * 2)));
     }
 
     #[test]

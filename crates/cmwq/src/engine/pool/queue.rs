@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::kick::unlock_wake;
+use super::kick::unlock_wake_hot;
 use super::registry::get_pool;
 use super::{Item, Pool, PoolInner, Post, PwqId, PwqState};
 use crate::engine::node::NodeGet;
@@ -112,7 +112,7 @@ impl Pool {
             inactive.push_back(Item::new(work, slot, color, lane as u16));
         }
         let wake = g.kick(lane);
-        unlock_wake(self, g, wake);
+        unlock_wake_hot(self, g, wake);
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);
         }

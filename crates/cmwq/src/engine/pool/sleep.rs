@@ -292,12 +292,19 @@ impl PoolInner {
     /// to block) nobody can be seen asleep: one flag, inlined into `kick`.
     #[inline]
     pub(super) fn wake_past_sleeper(&mut self, h: usize, cap: usize) -> Option<Wake> {
-        if !self.probed || self.lanes[h].nr_running + self.lanes[h].nr_lent == 0 {
-            // No probe, or not free for a worker on its way or lent, not for
-            // one that runs: no runner to look at (and no scan for one).
+        if !self.may_see_sleeper(h) {
             return None;
         }
         self.look_past_sleeper(h, cap)
+    }
+
+    /// A runner of lane `h` could be seen asleep in its item: the pool's
+    /// workers have probes and one runs there (counted or lent). Otherwise
+    /// (no probe, or a lane not free only for a worker on its way) there is
+    /// no runner to look at and no scan for one.
+    #[inline]
+    pub(super) fn may_see_sleeper(&self, h: usize) -> bool {
+        self.probed && self.lanes[h].nr_running + self.lanes[h].nr_lent > 0
     }
 
     /// [`wake_past_sleeper`](Self::wake_past_sleeper) past its first test.

@@ -16,7 +16,7 @@ use super::lane::{LANE_LIST_CAP, LazyNow};
 use super::ring::Ring;
 use super::{
     BLOCKED_INTENSIVE, CURRENT, DEBUG_KILL_WORKER, IDLE_TIMEOUT_MS, Item, Pool, PoolInner, Post,
-    SHRINK_ABOVE, WORKER, WState, unlock_wake,
+    SHRINK_ABOVE, WORKER, WState, unlock_wake_hot,
 };
 use crate::engine::watchdog;
 use crate::engine::work::WorkInner;
@@ -849,23 +849,25 @@ fn process_one_work<'a>(
     if wq.cpu_intensive {
         g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
-    let hint = if counted {
+    let (hint, started_at) = if counted {
         let timed = g.should_time(lane, g.cap);
-        g.workers[me].last_start = g.lanes[lane].item_started(timed, prev);
-        lane
+        let at = g.lanes[lane].item_started(timed, prev);
+        g.workers[me].last_start = at;
+        (lane, at)
     } else {
-        queued_lane
+        (queued_lane, None)
     };
     // Chain execution: wake another worker if work still waits and nobody
     // runs it, or if this lane lags and another CPU of the pod is free. In
     // a pool whose items sleep, one waits on standby behind this item
-    // (`PoolInner::standby`).
-    let wake = g.kick(hint).or_else(|| {
+    // (`PoolInner::standby`). A timed start's clock read is the kick's too.
+    let mut now = started_at.map_or_else(LazyNow::default, LazyNow::at);
+    let wake = g.kick_at(hint, &mut now).or_else(|| {
         (counted && pool.blocks.load(Ordering::Relaxed))
             .then(|| g.standby(hint))
             .flatten()
     });
-    unlock_wake(pool, g, wake);
+    unlock_wake_hot(pool, g, wake);
     times.start();
     let wq_addr = Arc::as_ptr(&wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
@@ -907,7 +909,13 @@ fn process_one_work<'a>(
         running.work().finish_cycle();
     }
     let work = running.disarm();
-    release_item(pool, me, g, post, work, stale, managed, held)
+    let g = release_item(pool, me, g, &mut post, work, stale, managed, held);
+    // Emptied by `release_item` (it runs what it holds): no field to look
+    // at again in a destructor. By reference, not moved into the call: the
+    // move copied the whole `Post` per item, a wide load of what narrower
+    // stores had just written (a stall the sampler showed at the call).
+    std::mem::forget(post);
+    g
 }
 
 /// The release tail of [`process_one_work`]: what the item held goes with
@@ -926,13 +934,14 @@ fn process_one_work<'a>(
 ///
 /// A busy worker's `Work` references wait in [`Held`] while it has room
 /// and nothing else needs the lock released; a release lets go of them all.
+/// What `post` holds runs with the lock released; `post` is left empty.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn release_item<'a>(
     pool: &'static Pool,
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
-    post: Post,
+    post: &mut Post,
     mut work: Arc<WorkInner>,
     stale: Option<Arc<WqInner>>,
     managed: bool,
@@ -941,18 +950,12 @@ fn release_item<'a>(
     let once = work.once();
     let pending = post.pending();
     if !pending && stale.is_none() {
-        // Nothing in `post` to run: skip its destructor's look at every
-        // field (it runs once per item).
         if once {
             // The cell holds nothing of the user's: its reference goes here.
-            std::mem::forget(post);
             return g;
         }
         match held.keep(work) {
-            Ok(()) => {
-                std::mem::forget(post);
-                return g;
-            }
+            Ok(()) => return g,
             Err(back) => work = back,
         }
     }
@@ -968,9 +971,7 @@ fn release_item<'a>(
     // Every deferred action runs, `died` included: an ordered queue's retired
     // pwq that drains here must unplug the next generation, or it waits forever.
     if pending {
-        post.run(pool);
-    } else {
-        std::mem::forget(post);
+        std::mem::take(post).run(pool);
     }
     if release {
         guarded_drop(work);
