@@ -300,8 +300,8 @@ impl PoolInner {
 
     /// A runner of lane `h` could be seen asleep in its item: the pool's
     /// workers have probes and one runs there (counted or lent). Otherwise
-    /// (no probe, or a lane not free only for a worker on its way) there is
-    /// no runner to look at and no scan for one.
+    /// (no probe, or the lane's share held only by a worker still on its
+    /// way) there is no runner to look at and no scan for one.
     #[inline]
     pub(super) fn may_see_sleeper(&self, h: usize) -> bool {
         self.probed && self.lanes[h].nr_running + self.lanes[h].nr_lent > 0
