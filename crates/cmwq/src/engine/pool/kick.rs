@@ -75,7 +75,7 @@ impl PoolInner {
     /// linked to its pod: lanes are set when it is made, partners by
     /// `link_pod`, and only a one-per-CPU pool gets partners.
     #[inline]
-    fn locality(&self) -> Locality {
+    pub(super) fn locality(&self) -> Locality {
         match (self.lanes.len(), self.partners.is_empty()) {
             (1, true) => Locality::Single,
             (1, false) => Locality::Partners,
@@ -91,16 +91,35 @@ impl PoolInner {
     /// own CPU (re-homed from another lane if it has none idle). Otherwise, if
     /// `hint` lags (see [`lane`](super::lane)), a CPU of the pod with no
     /// counted worker gets one, which will steal from it.
-    #[inline]
+    ///
+    /// One out-of-line copy for the paths that are not per item; the two
+    /// that are (a queue's insert, a worker's item start) inline the same
+    /// steps ([`kick_hot`](Self::kick_hot), [`kick_at`](Self::kick_at)).
+    #[inline(never)]
     pub(super) fn kick(&mut self, hint: usize) -> Option<Wake> {
-        self.kick_at(hint, &mut LazyNow::default())
+        self.kick_at(hint, &mut LazyNow::default(), None)
+    }
+
+    /// [`kick`](Self::kick) inlined, for a queue's insert (per item).
+    #[inline(always)]
+    pub(super) fn kick_hot(&mut self, hint: usize) -> Option<Wake> {
+        self.kick_at(hint, &mut LazyNow::default(), None)
     }
 
     /// [`kick`](Self::kick) with the clock read already made under this
     /// lock hold, if any (a worker's timed item start): the lagging test
-    /// uses it rather than reading its own.
-    #[inline]
-    pub(super) fn kick_at(&mut self, hint: usize, now: &mut LazyNow) -> Option<Wake> {
+    /// uses it rather than reading its own; and with the partners' answer
+    /// to [`partner_can_lend`](Self::partner_can_lend) if it was read under
+    /// this hold too (`lend`). Inlined into its callers (the
+    /// two per-item sites and `kick`'s one copy): the common answers are a
+    /// few loads, and the call's entry and exit cost more than they do.
+    #[inline(always)]
+    pub(super) fn kick_at(
+        &mut self,
+        hint: usize,
+        now: &mut LazyNow,
+        lend: Option<bool>,
+    ) -> Option<Wake> {
         let cap = self.cap;
         match self.locality() {
             Locality::Single => {
@@ -127,7 +146,7 @@ impl PoolInner {
             Locality::Partners
                 if self.lanes[0].behind_worker(cap)
                     && !self.may_see_sleeper(0)
-                    && !self.partner_can_lend() =>
+                    && !lend.unwrap_or_else(|| self.partner_can_lend()) =>
             {
                 None
             }
@@ -199,7 +218,7 @@ impl PoolInner {
 
     /// A partner pool of the pod says it can lend a worker (its `lendable`
     /// hint; the lender checks again under its own lock).
-    fn partner_can_lend(&self) -> bool {
+    pub(super) fn partner_can_lend(&self) -> bool {
         self.partners
             .iter()
             .any(|p| p.lendable.0.load(Ordering::Relaxed))

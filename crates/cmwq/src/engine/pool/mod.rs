@@ -100,7 +100,7 @@ pub use budget::{CpuBudget, cpu_budget, set_cpu_quota_mode};
 pub use hotplug::cpu_changes;
 pub(crate) use hotplug::{check as hotplug_check, usable as usable_cpus, watchdog_started};
 pub(crate) use kick::Wake;
-use kick::{lanes_from, unlock_wake, unlock_wake_hot};
+use kick::{Locality, lanes_from, unlock_wake, unlock_wake_hot};
 pub use lane::{DFL_SPREAD_THRESH, set_spread_thresh, spread_thresh};
 use lane::{Lane, LazyNow};
 pub use lockup::{set_cm_exempt, set_watchdog_thresh, watchdog_thresh};
@@ -719,18 +719,29 @@ impl PoolInner {
 
     /// Whether a worker of lane `h` starting an item should time it: only
     /// when items wait behind it and another CPU of the pod could take them
-    /// (another lane of this pool, or a partner pool that can lend).
-    fn should_time(&self, h: usize, cap: usize) -> bool {
-        self.lanes[h].has_work()
-            && (self
-                .lanes
-                .iter()
-                .enumerate()
-                .any(|(d, l)| d != h && l.free(cap))
-                || self
-                    .partners
-                    .iter()
-                    .any(|p| p.lendable.0.load(Ordering::Relaxed)))
+    /// (another lane of this pool, or a partner pool that can lend). The
+    /// second answer is the partners' (`partner_can_lend`) when it was read
+    /// for the first: the chain kick right after, under the same lock
+    /// hold, takes it rather than reading every partner's flag again.
+    ///
+    /// A bound pool or a one-CPU pod (one lane, no partners) never times:
+    /// answered first, with no look at the lanes or partners (every item
+    /// of such a pool asks).
+    #[inline]
+    fn should_time(&self, h: usize, cap: usize) -> (bool, Option<bool>) {
+        if matches!(self.locality(), Locality::Single) || !self.lanes[h].has_work() {
+            return (false, None);
+        }
+        if self
+            .lanes
+            .iter()
+            .enumerate()
+            .any(|(d, l)| d != h && l.free(cap))
+        {
+            return (true, None);
+        }
+        let lend = self.partner_can_lend();
+        (lend, Some(lend))
     }
 
     /// The next item for a running worker of lane `h`: its own lane's, else

@@ -121,7 +121,9 @@ impl Pool {
     /// Marks a retired pwq dead: no more items, pool reference released.
     /// The slot stays allocated until its workqueue frees it
     /// ([`WqInner::reap`], asked for through `post`), which takes it off its
-    /// lists first.
+    /// lists first. Out of line: a pwq dies once, items end by the million.
+    #[cold]
+    #[inline(never)]
     pub(super) fn kill_pwq(&self, g: &mut PoolInner, slot: u32, post: &mut Post) -> Vec<Thread> {
         let p = &mut g.pwqs[slot as usize];
         p.dead = true;
@@ -314,6 +316,10 @@ impl Pool {
     }
 
     /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`).
+    /// Returns whether it gave `post` something to do (a flusher to notify,
+    /// units that activate waiting items, a pwq that died): an empty `post`
+    /// stays as it was. The per-item path takes this answer rather than
+    /// looking at every field of `post` again.
     pub(super) fn dec_in_flight(
         &self,
         g: &mut PoolInner,
@@ -321,7 +327,7 @@ impl Pool {
         color: u8,
         active: bool,
         post: &mut Post,
-    ) {
+    ) -> bool {
         let p = &mut g.pwqs[slot as usize];
         p.in_flight[color as usize] -= 1;
         p.nr_in_flight -= 1;
@@ -331,25 +337,29 @@ impl Pool {
             p.inactive = VecDeque::with_capacity(PWQ_LIST_CAP);
         }
         let wq = p.wq.as_ref().expect("live pwq");
+        let mut gave = false;
         if (p.in_flight[color as usize] == 0 || p.nr_in_flight == 0) && wq.has_flushers() {
             post.notify = Some(wq.clone());
+            gave = true;
         }
         let dies = p.retired && p.nr_in_flight == 0 && !p.dead;
         if active {
-            self.dec_active(g, slot, post);
+            gave |= self.dec_active(g, slot, post);
         }
         if dies {
             for t in self.kill_pwq(g, slot, post) {
                 t.unpark();
             }
         }
+        gave || dies
     }
 
     /// An active item of a pwq left: its `max_active` unit goes back.
     /// Inlined into [`dec_in_flight`](Self::dec_in_flight), its only caller
-    /// (per item): one call's entry and exit less.
+    /// (per item): one call's entry and exit less. Returns whether it gave
+    /// `post` units to activate waiting items with.
     #[inline(always)]
-    pub(super) fn dec_active(&self, g: &mut PoolInner, slot: u32, post: &mut Post) {
+    pub(super) fn dec_active(&self, g: &mut PoolInner, slot: u32, post: &mut Post) -> bool {
         let p = &mut g.pwqs[slot as usize];
         let wq = p.wq.as_ref().expect("live pwq");
         p.nr_active -= 1;
@@ -377,9 +387,11 @@ impl Pool {
             };
             if give > 0 && wq.node_put(node, give) {
                 post.activate = Some((wq.clone(), node));
+                return true;
             }
         } else {
             self.activate_pwq(g, slot);
         }
+        false
     }
 }

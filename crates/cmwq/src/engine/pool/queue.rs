@@ -40,6 +40,10 @@ impl Pool {
     /// back, changing nothing, if the pwq died after the caller picked it:
     /// the caller picks again from the workqueue's current table; also if
     /// `id` is stale (the pwq was freed since the caller read it).
+    ///
+    /// Inlined into its one caller ([`WqInner::queue_counted`], itself one
+    /// out-of-line copy): one call's entry and exit less per queue.
+    #[inline(always)]
     pub(crate) fn insert(
         &'static self,
         id: PwqId,
@@ -111,7 +115,7 @@ impl Pool {
             let inactive = &mut g.pwqs[slot as usize].inactive;
             inactive.push_back(Item::new(work, slot, color, lane as u16));
         }
-        let wake = g.kick(lane);
+        let wake = g.kick_hot(lane);
         unlock_wake_hot(self, g, wake);
         if let Some((wq, node)) = recheck {
             wq.node_activate(node);

@@ -236,7 +236,7 @@ impl Pool {
                 continue;
             }
             started(&mut g);
-            g = process_one_work(self, idx, g, item, &mut held, false, &in_item);
+            g = process_borrowed(self, idx, g, item, &mut held, &in_item);
             ran += 1;
         }
         std::mem::forget(guard);
@@ -790,6 +790,12 @@ impl Drop for Running {
 /// for the rest of the lane, it runs with the lock released, its accounting
 /// ends under the lock, and what it held goes in the release tail
 /// ([`release_item`]).
+///
+/// Inlined into the worker loop (`run_busy`, where every item of a backlog
+/// passes): the call's entry and exit, with seven arguments and the state
+/// they keep live, cost about 50 instructions per item. A guest or a
+/// rescuer goes through one out-of-line copy ([`process_borrowed`]).
+#[inline(always)]
 fn process_one_work<'a>(
     pool: &'static Pool,
     me: usize,
@@ -806,17 +812,14 @@ fn process_one_work<'a>(
     let w = &mut inner.workers[me];
     // The queue of the last item, kept (see `Held`); one let go of goes at
     // the end, with the lock released.
+    // Looked at in place: the same queue as the last item's (a backlog) is
+    // neither moved out nor stored back.
     let mut stale = None;
-    let wq = {
-        let cur = p.wq.as_ref().expect("live pwq");
-        match held.wq.take() {
-            Some(c) if Arc::ptr_eq(&c, cur) => c,
-            other => {
-                stale = other;
-                cur.clone()
-            }
-        }
-    };
+    let cur = p.wq.as_ref().expect("live pwq");
+    if !held.wq.as_ref().is_some_and(|c| Arc::ptr_eq(c, cur)) {
+        stale = held.wq.replace(cur.clone());
+    }
+    let wq = held.wq.as_ref().expect("set just above");
     p.stats.started += 1;
     wq.bound_leave();
     if std::mem::take(&mut w.repatriated) {
@@ -849,27 +852,27 @@ fn process_one_work<'a>(
     if wq.cpu_intensive {
         g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
-    let (hint, started_at) = if counted {
-        let timed = g.should_time(lane, g.cap);
+    let (hint, started_at, lend) = if counted {
+        let (timed, lend) = g.should_time(lane, g.cap);
         let at = g.lanes[lane].item_started(timed, prev);
         g.workers[me].last_start = at;
-        (lane, at)
+        (lane, at, lend)
     } else {
-        (queued_lane, None)
+        (queued_lane, None, None)
     };
     // Chain execution: wake another worker if work still waits and nobody
     // runs it, or if this lane lags and another CPU of the pod is free. In
     // a pool whose items sleep, one waits on standby behind this item
     // (`PoolInner::standby`). A timed start's clock read is the kick's too.
     let mut now = started_at.map_or_else(LazyNow::default, LazyNow::at);
-    let wake = g.kick_at(hint, &mut now).or_else(|| {
+    let wake = g.kick_at(hint, &mut now, lend).or_else(|| {
         (counted && pool.blocks.load(Ordering::Relaxed))
             .then(|| g.standby(hint))
             .flatten()
     });
     unlock_wake_hot(pool, g, wake);
     times.start();
-    let wq_addr = Arc::as_ptr(&wq) as usize;
+    let wq_addr = Arc::as_ptr(wq) as usize;
     CURRENT.with(|c| c.set((wq_addr, addr)));
     // Read by a probe or by the `/proc` sampler: a sleep between these two
     // is the item's; one outside is cmwq's own (a wait for a lock).
@@ -893,29 +896,47 @@ fn process_one_work<'a>(
         panic!("cmwq: test hook: this worker dies with its item unfinished");
     }
     let mut g = pool.lock();
-    let st = &mut g.pwqs[slot as usize].stats;
-    st.completed += 1;
-    st.panics += u64::from(panicked);
-    g.pwqs[slot as usize].lat.record(&times);
-    held.wq = Some(wq);
-    if g.workers[me].blocked != 0 {
+    // One borrow of each slot again, as at the start.
+    let inner = &mut *g;
+    let p = &mut inner.pwqs[slot as usize];
+    p.stats.completed += 1;
+    p.stats.panics += u64::from(panicked);
+    p.lat.record(&times);
+    inner.lanes[queued_lane].progress += 1;
+    let w = &mut inner.workers[me];
+    w.current = 0;
+    if w.blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
-    g.lanes[queued_lane].progress += 1;
-    g.workers[me].current = 0;
     let mut post = Post::default();
-    pool.dec_in_flight(&mut g, slot, color, true, &mut post);
+    let pending = pool.dec_in_flight(&mut g, slot, color, true, &mut post);
+    debug_assert_eq!(pending, post.pending(), "dec_in_flight's answer is post's");
     if awaited {
         running.work().finish_cycle();
     }
     let work = running.disarm();
-    let g = release_item(pool, me, g, &mut post, work, stale, managed, held);
+    let g = release_item(pool, me, g, &mut post, pending, work, stale, managed, held);
     // Emptied by `release_item` (it runs what it holds): no field to look
     // at again in a destructor. By reference, not moved into the call: the
     // move copied the whole `Post` per item, a wide load of what narrower
     // stores had just written (a stall the sampler showed at the call).
     std::mem::forget(post);
     g
+}
+
+/// [`process_one_work`] for a thread attached from outside (a guest, a
+/// rescuer: never counted), out of line: one copy for the paths that run a
+/// few items of a pool not their own.
+#[inline(never)]
+fn process_borrowed<'a>(
+    pool: &'static Pool,
+    idx: usize,
+    g: MutexGuard<'a, PoolInner>,
+    item: Item,
+    held: &mut Held,
+    in_item: &AtomicBool,
+) -> MutexGuard<'a, PoolInner> {
+    process_one_work(pool, idx, g, item, held, false, in_item)
 }
 
 /// The release tail of [`process_one_work`]: what the item held goes with
@@ -934,7 +955,8 @@ fn process_one_work<'a>(
 ///
 /// A busy worker's `Work` references wait in [`Held`] while it has room
 /// and nothing else needs the lock released; a release lets go of them all.
-/// What `post` holds runs with the lock released; `post` is left empty.
+/// What `post` holds (`pending`: anything) runs with the lock released;
+/// `post` is left empty.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn release_item<'a>(
@@ -942,13 +964,13 @@ fn release_item<'a>(
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
     post: &mut Post,
+    pending: bool,
     mut work: Arc<WorkInner>,
     stale: Option<Arc<WqInner>>,
     managed: bool,
     held: &mut Held,
 ) -> MutexGuard<'a, PoolInner> {
     let once = work.once();
-    let pending = post.pending();
     if !pending && stale.is_none() {
         if once {
             // The cell holds nothing of the user's: its reference goes here.

@@ -54,7 +54,10 @@ impl WqInner {
     /// [`queue_claimed`](Self::queue_claimed) for an item a bounded queue
     /// counted already (the caller took its slot), or any item of an
     /// unbounded one. A refused item gives its slot back.
-    #[inline]
+    ///
+    /// One out-of-line copy for the dozen paths that queue: the pool's
+    /// insert is inlined into it.
+    #[inline(never)]
     pub(crate) fn queue_counted(
         self: &Arc<Self>,
         mut work: Arc<WorkInner>,
