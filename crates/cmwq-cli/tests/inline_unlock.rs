@@ -14,17 +14,19 @@ use cmwq_lab::icache::elf;
 fn unlock_wake_is_out_of_line_exactly_without_the_feature() {
     let bin = Path::new(env!("CARGO_BIN_EXE_cmwq"));
     let e = elf::read(bin).expect("read the cmwq binary's symbol table");
-    // The binary does link the pool: its other functions are there in both builds.
-    // (`Pool::insert` lives in `engine/pool/queue.rs`: an `impl Pool` there.)
-    let insert = |name: &str| {
-        name.starts_with("cmwq::engine::pool::")
-            && name.ends_with("Pool>::insert")
-            && name.contains("<impl cmwq::engine::pool::Pool>")
+    // The binary does link the engine's queue path: its other functions are
+    // there in both builds. (`WqInner::queue_counted`, in
+    // `engine/workqueue/queue.rs`, is kept out of line on purpose: the one
+    // copy that `Pool::insert` is inlined into since stop 44.)
+    let queue = |name: &str| {
+        name.starts_with("cmwq::engine::workqueue::")
+            && name.ends_with("WqInner>::queue_counted")
+            && name.contains("<impl cmwq::engine::workqueue::WqInner>")
     };
     assert!(
-        e.functions.iter().any(|f| insert(&elf::demangle(&f.name))),
-        "Pool::insert (cmwq::engine::pool::queue::<impl Pool>::insert) missing: \
-         is this the cmwq binary?"
+        e.functions.iter().any(|f| queue(&elf::demangle(&f.name))),
+        "WqInner::queue_counted (cmwq::engine::workqueue::queue::<impl WqInner>::queue_counted) \
+         missing: is this the cmwq binary?"
     );
     let out_of_line: Vec<String> = e
         .functions
