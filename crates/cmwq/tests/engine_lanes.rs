@@ -335,7 +335,15 @@ fn wait_all_idle(wq: &Workqueue, cpu: usize, n: usize) {
             .pool_counts()
             .iter()
             .any(|c| c.pool == pool && c.workers >= n && c.idle == c.workers)),
-        "CPU {cpu}'s workers never all went idle"
+        "CPU {cpu}'s workers never all went idle (at least {n} wanted): the pod's pools now \
+         {:?}, snapshot {:?}",
+        wq.pool_counts(),
+        cmwq::snapshot()
+            .pools
+            .iter()
+            .filter(|p| wq.cpu_pools().0.contains(&Some(p.id)))
+            .map(|p| (p.id, p.workers, p.adopted))
+            .collect::<Vec<_>>()
     );
 }
 
