@@ -22,9 +22,15 @@ best peer's ratio, and whether the cell meets the bar. One run of a shape
 moves with the host by 10-20% on a shared VM; several runs give the cell's
 spread. The JSON documents stay in `--out` (re-tabulate with `--reuse`).
 
+`--producers WIDE,NARROW` (default 8,2) sets the producers of the shapes:
+on a machine with more CPUs, `--producers 16,2` runs the wide shapes with
+one producer per CPU (the bar itself is set on the 2-vCPU VM). The rounds
+shown are those the documents say they ran (`--reuse` of another run's
+documents included).
+
 Usage:
   bar.py [--bin target/release/cmwq] [--runs 1] [--rounds 5] [--out DIR]
-         [--reuse] [--submits work,execute,spawn] [--json]
+         [--reuse] [--submits work,execute,spawn] [--producers 8,2] [--json]
 
 Exits 2 naming the problem when the binary is missing or an argument is
 out of range; 1 when a bench run fails (its stderr is shown).
@@ -39,11 +45,21 @@ import subprocess
 import sys
 import tempfile
 
-SHAPES = [
-    ("p8-b1", "P=8, one in flight", ["--threads", "8", "--items", "20000"], 0.95),
-    ("p2-b1", "P=2, one in flight", ["--threads", "2", "--items", "20000"], 0.95),
-    ("p8-b64", "P=8, batch 64", ["--threads", "8", "--items", "50000", "--batch", "64"], 0.85),
-]
+def shapes(wide, narrow):
+    """The three shapes of the bar: `wide` producers with one item in flight,
+    `narrow` with one, `wide` at batch 64 (8 and 2 by default; a machine
+    with more CPUs runs them with as many producers as it has CPUs)."""
+    return [
+        (f"p{wide}-b1", f"P={wide}, one in flight",
+         ["--threads", str(wide), "--items", "20000"], 0.95),
+        (f"p{narrow}-b1", f"P={narrow}, one in flight",
+         ["--threads", str(narrow), "--items", "20000"], 0.95),
+        (f"p{wide}-b64", f"P={wide}, batch 64",
+         ["--threads", str(wide), "--items", "50000", "--batch", "64"], 0.85),
+    ]
+
+
+
 SUBMITS = ["work", "execute", "spawn"]
 SCOPES = ["cpu", "cache_shard"]
 CPU_BAR = 1.15
@@ -92,8 +108,17 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--submits", default=",".join(SUBMITS))
+    ap.add_argument("--producers", default="8,2",
+                    help="WIDE,NARROW: producers of the wide shapes and of the narrow one")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    try:
+        wide, narrow = (int(x) for x in a.producers.split(","))
+    except ValueError:
+        die(f"--producers {a.producers!r}: two whole numbers, WIDE,NARROW (e.g. 16,2)")
+    if not (1 <= wide <= 4096 and 1 <= narrow <= 4096):
+        die(f"--producers {a.producers!r}: each must be 1 to 4096")
+    SHAPES = shapes(wide, narrow)
     submits = [s for s in a.submits.split(",") if s]
     bad = [s for s in submits if s not in SUBMITS]
     if bad or not submits:
@@ -125,12 +150,14 @@ def main():
                     with open(os.path.join(out, f"{s}-{key}.{run}.json"), "w") as f:
                         f.write(r.stdout)
     rows = []
+    rounds = set()
     for key, label, _args, bar in SHAPES:
         for s in submits:
             files = sorted(glob.glob(os.path.join(out, f"{s}-{key}.*.json")))
             if not files:
                 die(f"no runs of {s} {key} in {out}", 1)
             docs = [json.load(open(f)) for f in files]
+            rounds.update(d.get("config", {}).get("rounds", a.rounds) for d in docs)
             for sc in SCOPES:
                 c = cell(docs, sc)
                 c.update({"shape": key, "label": label, "submit": s, "scope": sc,
@@ -140,9 +167,11 @@ def main():
     met = sum(r["meets"] for r in rows)
     if a.json:
         print(json.dumps({"schema": "cmwq-bar/1", "dir": out, "cells": len(rows),
-                          "met": met, "rows": rows}, indent=1))
+                          "met": met, "producers": [wide, narrow],
+                          "rounds": sorted(rounds), "rows": rows}, indent=1))
         return
-    print(f"Issue 30's bar, {rows[0]['runs']} run(s) a shape, {a.rounds} rounds each "
+    rtext = "/".join(str(r) for r in sorted(rounds))
+    print(f"Issue 30's bar, {rows[0]['runs']} run(s) a shape, {rtext} rounds each "
           f"(documents in {out}): {met} of {len(rows)} cells meet it")
     print()
     print("| shape | submit | scope | items/s over limit's [rounds' min..max] | bar | "
