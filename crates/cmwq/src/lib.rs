@@ -120,7 +120,8 @@ pub use engine::{
 #[cfg(feature = "failure-injection")]
 #[cfg_attr(docsrs, doc(cfg(feature = "failure-injection")))]
 pub use engine::{
-    debug_fail_worker_creation, debug_kill_next_worker, debug_pause_looks, debug_use_topology,
+    debug_fail_worker_creation, debug_kill_next_worker, debug_pause_looks, debug_pause_tick_spread,
+    debug_use_topology,
 };
 pub use error::Error;
 pub use hooks::{WorkerHooks, WorkerInfo, set_worker_hooks, worker_hook_panics};

@@ -149,6 +149,58 @@ fn a_lagging_cpu_spreads_its_items_over_the_pod() {
     assert!(cpus_seen.lock().unwrap().len() >= 2);
 }
 
+/// A lane whose worker was slow is spread at that worker's next item start
+/// (its chain kick), not only by the watchdog's tick or a later queue: with
+/// the tick's spreading paused and every item queued before the first one
+/// starts (the producer shares the CPU with the lane's pinned worker, which
+/// runs once the producer waits), the item starts are the only looks left,
+/// and the other CPU must still help. The start reads the partners' lending
+/// flags once and hands its reading to the chain kick (`kick_at`'s `lend`):
+/// a wrong "nobody can lend" there spreads nothing here, where the queues'
+/// and the tick's own looks used to hide it. In a child of its own: the
+/// pause is process-wide.
+#[test]
+fn a_slow_item_spreads_its_lane_at_the_next_start() {
+    const ENV: &str = "CMWQ_TEST_START_SPREAD";
+    let Some((a, b)) = two_cpus() else { return };
+    if std::env::var_os(ENV).is_none() {
+        let text = common::run_child(
+            "a_slow_item_spreads_its_lane_at_the_next_start",
+            &[(ENV, "1")],
+            &[],
+        );
+        assert!(text.contains("SPREAD-AT-START"), "{text}");
+        return;
+    }
+    cmwq::debug_pause_tick_spread(true);
+    let wq = pod_queue("lanes_start_spread", 6);
+    // The partner can lend once its first worker is idle: on a loaded
+    // machine its thread may not have run yet.
+    wait_all_idle(&wq, b, 1);
+    let n = 12;
+    let works: Vec<Work> = (0..n).map(|_| Work::new(|| spin_us(300))).collect();
+    let wq2 = wq.clone();
+    thread::spawn(move || {
+        common::set_affinity(&[a]).unwrap();
+        for w in &works {
+            assert!(wq2.queue(w));
+        }
+        wq2.flush();
+    })
+    .join()
+    .unwrap();
+    let (local, stolen, spread) = lane_counts(&wq);
+    cmwq::debug_pause_tick_spread(false);
+    assert_eq!(local + stolen, n);
+    // Each item runs 300 µs, six times the spread threshold: from the third
+    // start on (the first two may find no timed start before them) every
+    // start sees a slow item behind it and a partner that can lend. (Whether
+    // the lent worker then takes items depends on when its CPU runs it: on a
+    // loaded machine it may come after the last one.)
+    assert!(spread > 0, "local {local} stolen {stolen} spread {spread}");
+    println!("SPREAD-AT-START local {local} stolen {stolen} spread {spread}");
+}
+
 #[derive(Default)]
 struct Probe {
     trues: AtomicUsize,

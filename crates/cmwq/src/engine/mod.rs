@@ -140,7 +140,7 @@ pub use pool::{
     watchdog_thresh,
 };
 #[cfg(feature = "failure-injection")]
-pub use pool::{debug_fail_worker_creation, debug_kill_next_worker};
+pub use pool::{debug_fail_worker_creation, debug_kill_next_worker, debug_pause_tick_spread};
 pub use scope::{JobScope, ScopedJoinHandle};
 pub use snap::snapshot;
 pub use spawn::{JoinError, JoinHandle};

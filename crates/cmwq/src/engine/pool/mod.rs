@@ -119,6 +119,8 @@ pub use registry::{debug_fail_worker_creation, debug_kill_next_worker};
 pub(crate) use sleep::{LOOK, look_all};
 pub use sleep::{partner_kicks, sleeper_takeovers};
 pub(crate) use snap::pool_snaps;
+#[cfg(feature = "failure-injection")]
+pub use tick::debug_pause_tick_spread;
 pub(crate) use tick::tick_all;
 pub use tick::{BlockingGuard, blocking};
 

@@ -5,7 +5,7 @@
 //! (`wq_worker_sleeping`/`wq_worker_running`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::lane::LazyNow;
@@ -233,9 +233,25 @@ impl PoolInner {
     }
 }
 
+/// A: the watchdog's tick spreads no lagging lane (test hook). `Relaxed`:
+/// a setting read on its own.
+static TICK_SPREAD_PAUSED: AtomicBool = AtomicBool::new(false);
+
+/// Test hook: while `paused`, the watchdog's tick leaves lagging lanes
+/// alone (it still ticks, counts progress and reports lockups), so that a
+/// test can tell what the queues' and the item starts' own looks spread.
+/// Only with the `failure-injection` feature, for tests and the lab.
+#[cfg(feature = "failure-injection")]
+pub fn debug_pause_tick_spread(paused: bool) {
+    TICK_SPREAD_PAUSED.store(paused, Ordering::Relaxed);
+}
+
 /// Lanes whose items wait behind a slow or stalled worker get help from an
 /// idle CPU of the pod (see [`super::lane`]).
 fn spread_lagging(g: &mut PoolInner, now: Instant, wake: &mut Vec<Wake>) {
+    if TICK_SPREAD_PAUSED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut clock = LazyNow::at(now);
     for d in 0..g.lanes.len() {
         if g.lanes[d].tick(&mut clock)
