@@ -113,6 +113,21 @@ fn an_item_runs_on_the_cpu_that_queued_it() {
     );
 }
 
+/// Queues every one of `works` on `wq` from a thread pinned to `cpu`, in
+/// order, then flushes `wq` there.
+fn queue_all_from(wq: &Workqueue, cpu: usize, works: Vec<Work>) {
+    let wq = wq.clone();
+    thread::spawn(move || {
+        common::set_affinity(&[cpu]).unwrap();
+        for w in &works {
+            assert!(wq.queue(w));
+        }
+        wq.flush();
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn a_lagging_cpu_spreads_its_items_over_the_pod() {
     let Some((a, _)) = two_cpus() else { return };
@@ -128,16 +143,7 @@ fn a_lagging_cpu_spreads_its_items_over_the_pod() {
             })
         })
         .collect();
-    let wq2 = wq.clone();
-    thread::spawn(move || {
-        common::set_affinity(&[a]).unwrap();
-        for w in &works {
-            assert!(wq2.queue(w));
-        }
-        wq2.flush();
-    })
-    .join()
-    .unwrap();
+    queue_all_from(&wq, a, works);
     let (local, stolen, spread) = lane_counts(&wq);
     assert_eq!(local + stolen, n);
     // Every item was queued on one CPU's lane and each runs 500 µs, ten times
@@ -179,16 +185,7 @@ fn a_slow_item_spreads_its_lane_at_the_next_start() {
     wait_all_idle(&wq, b, 1);
     let n = 12;
     let works: Vec<Work> = (0..n).map(|_| Work::new(|| spin_us(300))).collect();
-    let wq2 = wq.clone();
-    thread::spawn(move || {
-        common::set_affinity(&[a]).unwrap();
-        for w in &works {
-            assert!(wq2.queue(w));
-        }
-        wq2.flush();
-    })
-    .join()
-    .unwrap();
+    queue_all_from(&wq, a, works);
     let (local, stolen, spread) = lane_counts(&wq);
     cmwq::debug_pause_tick_spread(false);
     assert_eq!(local + stolen, n);
