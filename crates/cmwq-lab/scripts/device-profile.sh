@@ -12,23 +12,31 @@
 #     With BASELINE=<git rev> it also builds that revision (in a scratch
 #     worktree) as the A side of an A/B. Everything goes to .manycore/,
 #     which .git/info/exclude ignores.
-#   run (there, with .manycore carried and OUT set): for each SHAPES entry,
-#     `perf record -e cpu-clock` of `cmwq bench` on every CPU, a flat report
-#     and `perf annotate` of the hottest symbols; with a baseline, first
-#     `cmwq compare` of it against the new build at batch 64 and 1. Without
-#     perf (or without the right to sample) it says so and still compares.
-#   map (here, on the files that came back): names the source line of each
-#     hot instruction (addr2line through the inlined frames) with the
-#     unstripped binary the prepared one came from.
+#   run (there, with .manycore carried and OUT set): with a baseline, first
+#     `cmwq compare` of it against the new build at batch 64 and 1; then for
+#     each SHAPES entry `perf record -e cpu-clock` of `cmwq bench` on every
+#     CPU, a flat report and `perf annotate` of the hottest symbols; with
+#     BAR=1, issue 30's bar shapes (`bench --vs all`, every submit, one
+#     producer per CPU and 2). Without perf (or without the right to sample)
+#     it says so and goes on. Each step runs only while the time left under
+#     DL allows it, and everything is packed into one file,
+#     $OUT/device-profile.tgz: a device call brings back at most 8 files.
+#   map (here, on what came back: the .tgz or a folder): names the source
+#     line of each hot instruction (addr2line through the inlined frames)
+#     with the unstripped binary the prepared one came from, and tabulates
+#     the bar (`bar.py`) if the run made one.
 #
 # Usage:
 #   crates/cmwq-lab/scripts/device-profile.sh prepare      [env BASELINE=<rev>]
-#   OUT=<dir> bash .manycore/device-profile.sh run         [env SHAPES, ITEMS, RUNS]
-#   crates/cmwq-lab/scripts/device-profile.sh map <dir>    [env BIN, MIN_PCT]
+#   OUT=<dir> bash .manycore/device-profile.sh run         [env SHAPES, ITEMS, RUNS, BAR, DL]
+#   crates/cmwq-lab/scripts/device-profile.sh map <tgz|dir> [env BIN, MIN_PCT]
 # SHAPES: scope:batch pairs (default "cpu:64 cache_shard:64 cpu:1"); a scope of
 # `limit` profiles the bare per-CPU design. ITEMS: items per producer at batch
 # 64 (default 400000; a quarter of it at batch 1). RUNS: compare runs a side
-# (default 10). MIN_PCT: the share of a symbol's samples an instruction needs
+# (default 10). BAR: 1 to run the bar's shapes (about 2 minutes on 16 CPUs).
+# DL: seconds the whole run may take (default 480; give the call's timeout_s
+# a minute more): a step that would start with too little left is skipped
+# and says so. MIN_PCT: the share of a symbol's samples an instruction needs
 # to be mapped (default 2).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,6 +92,14 @@ prepare() {
 
 run() {
   [ -n "${OUT:-}" ] || die "run needs OUT (the folder whose files come back)"
+  t0=$(date +%s)
+  dl=${DL:-480}
+  case "$dl" in ''|*[!0-9]*) die "DL '$dl' must be whole seconds";; esac
+  case "${BAR:-0}" in 0|1) ;; *) die "BAR '${BAR}' must be 0 or 1";; esac
+  # Seconds left under DL.
+  left() { echo $(( dl - ($(date +%s) - t0) )); }
+  final=$OUT
+  OUT=$(mktemp -d /tmp/device-profile.XXXXXX)
   shapes=${SHAPES:-cpu:64 cache_shard:64 cpu:1}
   for shape in $shapes; do
     case "$shape" in
@@ -95,15 +111,20 @@ run() {
   items=${ITEMS:-400000}; runs=${RUNS:-10}
   case "$items$runs" in *[!0-9]*) die "ITEMS '$items' and RUNS '$runs' must be whole numbers";; esac
   [ -x .manycore/new ] || die "no .manycore/new under $(pwd): run 'prepare' first, and carry .manycore"
-  mkdir -p "$OUT"
+  mkdir -p "$final"
   n=$(nproc)
   { nproc; lscpu 2>/dev/null | grep -E 'Model name|L3|NUMA node\(s\)|Hypervisor'; } > "$OUT/machine.txt"
   if [ -x .manycore/old ]; then
     for b in 64 1; do
       if [ "$b" = 64 ]; then it=50000; else it=20000; fi
+      # About 7 s a run pair on 16 CPUs at batch 64, 4 s at batch 1.
+      if [ "$(left)" -lt $(( runs * 8 + 30 )) ]; then
+        echo "compare at batch $b skipped: $(left) s left under DL=$dl" | tee -a "$OUT/skipped.txt" >&2
+        continue
+      fi
       args="bench --vs limit --scopes cpu,cache_shard --threads $n --items $it --batch $b --rounds 3 --json"
-      echo "compare at batch $b ($runs runs a side)" >&2
-      timeout 200 .manycore/new compare --runs "$runs" --markdown \
+      echo "compare at batch $b ($runs runs a side, $(left) s left)" >&2
+      timeout $(( $(left) - 20 )) .manycore/new compare --runs "$runs" --markdown \
         --a-cmd ".manycore/old $args" --b-cmd ".manycore/new $args" 2>&1 \
         | grep -v 'not supported' > "$OUT/compare-b$b.md"
     done
@@ -118,8 +139,36 @@ run() {
   else
     echo "no perf was prepared: no profiles" > "$OUT/perf-missing.txt"
   fi
-  [ -n "$P" ] || { ls -la "$OUT"; return 0; }
+  [ -n "$P" ] && profile
+  [ "${BAR:-0}" = 1 ] && bar
+  tar czf "$final/device-profile.tgz" -C "$OUT" . && rm -rf "$OUT"
+  ls -la "$final"
+}
+
+# The bar's shapes, bar.py's file names (its --producers N,2 tabulates them).
+bar() {
+  mkdir -p "$OUT/bar"
+  for shape in "$n:20000:1" "2:20000:1" "$n:50000:64"; do
+    IFS=: read -r p it b <<< "$shape"
+    for s in work execute spawn; do
+      if [ "$(left)" -lt 40 ]; then
+        echo "bar p$p-b$b $s skipped: $(left) s left under DL=$dl" | tee -a "$OUT/skipped.txt" >&2
+        continue
+      fi
+      echo "bar p$p-b$b --submit $s" >&2
+      timeout 60 .manycore/new bench --vs all --scopes cpu,cache_shard --submit "$s" --threads "$p" \
+        --items "$it" --batch "$b" --rounds 3 --json > "$OUT/bar/$s-p$p-b$b.1.json" 2>/dev/null \
+        || { echo "bar p$p-b$b $s failed or timed out" >> "$OUT/skipped.txt"; rm -f "$OUT/bar/$s-p$p-b$b.1.json"; }
+    done
+  done
+}
+
+profile() {
   for shape in $shapes; do
+    if [ "$(left)" -lt 60 ]; then
+      echo "profile $shape skipped: $(left) s left under DL=$dl" | tee -a "$OUT/skipped.txt" >&2
+      continue
+    fi
     scope=${shape%%:*}; b=${shape##*:}
     if [ "$scope" = limit ]; then args="--scopes none --vs limit"; else args="--scopes $scope"; fi
     if [ "$b" = 1 ]; then it=$((items / 4)); else it=$items; fi
@@ -138,12 +187,25 @@ run() {
       $P annotate -i "/tmp/dp-$name.data" --stdio -s "$s" 2>/dev/null | awk '$1+0 >= 1 || /Percent/' | head -40
     done < "/tmp/dp-$name.syms" > "$OUT/annot-$name.txt"
   done
-  ls -la "$OUT"
 }
 
 map() {
   dir=${1:-}
-  [ -d "$dir" ] || die "map needs the folder the run's files came back in (got '${dir}')"
+  if [ -f "$dir" ]; then
+    t=$(mktemp -d /tmp/device-profile-map.XXXXXX)
+    tar xzf "$dir" -C "$t" || die "'$dir' is no tar.gz the run made"
+    echo "(unpacked into $t)" >&2
+    dir=$t
+  fi
+  [ -d "$dir" ] || die "map needs the device-profile.tgz the run brought back, or a folder (got '${dir}')"
+  if [ -d "$dir/bar" ]; then
+    wide=$(ls "$dir/bar" | sed -n 's/^work-p\([0-9]*\)-b64\..*/\1/p' | head -1)
+    if [ -n "$wide" ]; then
+      echo "## the bar, $wide producers"
+      python3 "$here/bar.py" --reuse --out "$dir/bar" --producers "$wide,2" || true
+      echo
+    fi
+  fi
   bin=${BIN:-target/device-profile-new.debug}
   [ -f "$bin" ] || die "no unstripped binary at '$bin' (set BIN to the one 'prepare' built)"
   command -v addr2line >/dev/null || die "addr2line not found (binutils)"
@@ -172,7 +234,12 @@ map() {
       printf '%6s%%  %s  [%s]  %s\n' "$pct" "$paddr" "$insn" "$chain"
     done
   done
-  [ "$found" = 1 ] || die "no annot-*.txt in '$dir'"
+  for f in "$dir"/compare-b*.md "$dir"/skipped.txt "$dir"/perf-missing.txt; do
+    [ -f "$f" ] || continue
+    echo "## $(basename "$f")"
+    cat "$f"
+  done
+  [ "$found" = 1 ] || [ -d "$dir/bar" ] || die "no annot-*.txt and no bar in '$dir'"
 }
 
 case "$cmd" in
