@@ -237,9 +237,10 @@ impl PoolInner {
 /// a setting read on its own.
 static TICK_SPREAD_PAUSED: AtomicBool = AtomicBool::new(false);
 
-/// Test hook: while `paused`, the watchdog's tick leaves lagging lanes
-/// alone (it still ticks, counts progress and reports lockups), so that a
-/// test can tell what the queues' and the item starts' own looks spread.
+/// Test hook: while `paused`, the watchdog's tick leaves the lanes alone:
+/// it neither marks them stalled nor spreads the lagging ones (the rest of
+/// the tick, the lockup watchdog included, goes on), so that a test can
+/// tell what the queues' and the item starts' own looks spread.
 /// Only with the `failure-injection` feature, for tests and the lab.
 #[cfg(feature = "failure-injection")]
 pub fn debug_pause_tick_spread(paused: bool) {
