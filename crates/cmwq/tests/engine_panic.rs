@@ -172,6 +172,40 @@ fn a_worker_that_dies_is_replaced_and_its_item_completes() {
     within("destroy", move || drop(wq));
 }
 
+/// The dead worker's entry leaves the busy table with it: the same `Work`
+/// queued again on the same pool (a bound queue's CPU) runs, and so does
+/// another, on the replacement, with no second worker lost. (The item start's
+/// non-reentrancy look skips its scan while the pool counts no busy-table
+/// entry; debug builds check that count on every look, so a death that left
+/// it counted kills the next worker that looks.)
+#[test]
+fn a_dead_workers_item_leaves_the_busy_table() {
+    let _s = serial();
+    capture_panics();
+    let wq = Workqueue::builder("panic_dies_bound")
+        .highpri()
+        .build()
+        .unwrap();
+    let wq2 = wq.clone();
+    within("worker death on a bound pool", move || {
+        cmwq::debug_kill_next_worker();
+        let (n1, w1) = counting();
+        assert!(wq2.queue_on(0, &w1).unwrap());
+        w1.flush();
+        assert!(wq2.queue_on(0, &w1).unwrap());
+        w1.flush();
+        assert_eq!(n1.load(Ordering::SeqCst), 2);
+        let (n2, w2) = counting();
+        assert!(wq2.queue_on(0, &w2).unwrap());
+        w2.flush();
+        assert_eq!(n2.load(Ordering::SeqCst), 1);
+        wq2.flush();
+    });
+    let lost: u64 = wq.pool_counts().iter().map(|c| c.workers_lost).sum();
+    assert_eq!(lost, 1, "only the worker the test hook killed died");
+    within("destroy", move || drop(wq));
+}
+
 /// Queues an item that calls `call` on itself or its queue, and returns the
 /// message its panic reported.
 fn self_wait(name: &str, ordered: bool, call: fn(&Workqueue, &Work)) -> String {

@@ -815,6 +815,64 @@ fn max_active_unbound() {
     check_max_active(&wq, 3, 8, |w| wq.queue(w));
 }
 
+/// A busy unbound pwq gives back what its finished items free past two
+/// batches of its node's budget (a batch is `max_active / 16` units), not
+/// only when it goes idle: with one item held running, the units of 200
+/// items that ran and ended behind it go back to the node. (The item end
+/// answers its common case inline, `dec_in_flight_quiet`; that path must
+/// hand over to the full accounting when the pwq keeps too many.)
+#[test]
+fn a_busy_unbound_pwq_gives_back_units_past_two_batches() {
+    const MAX: usize = 256;
+    const QUICK: usize = 200;
+    let wq = Workqueue::builder("sem-credits")
+        .unbound()
+        .affinity_scope(Scope::System)
+        .max_active(MAX)
+        .build()
+        .unwrap();
+    let batch_most = wq.node_max_active().into_iter().max().unwrap() / 16;
+    assert!(
+        batch_most >= 2 && 1 + 2 * batch_most < QUICK,
+        "{batch_most}"
+    );
+    let gate = Gate::new();
+    let (started, done) = (counter(), counter());
+    let held = gated_work(&gate, &started, &done);
+    assert!(wq.queue(&held));
+    wait_until("the held item to start", || {
+        started.load(Ordering::SeqCst) == 1
+    });
+    let ran = counter();
+    let quick: Vec<Work> = (0..QUICK)
+        .map(|_| {
+            let ran = ran.clone();
+            Work::new(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for w in &quick {
+        assert!(wq.queue(w));
+    }
+    wait_until("the quick items", || ran.load(Ordering::SeqCst) == QUICK);
+    // Their ends are accounted under the pool lock after the callback:
+    // wait for every cycle to end before reading the node's units.
+    for w in &quick {
+        w.flush();
+    }
+    let units: usize = wq.node_nr_active().into_iter().sum();
+    assert!(
+        units <= 1 + 2 * batch_most,
+        "the busy pwq kept {units} units of the node's budget after {QUICK} items \
+         ended behind its one running item (at most 1 + 2 x {batch_most} expected)"
+    );
+    gate.open();
+    wq.flush();
+    assert_eq!(done.load(Ordering::SeqCst), 1);
+    assert_eq!(wq.node_nr_active().into_iter().sum::<usize>(), 0);
+}
+
 #[test]
 fn set_max_active_raises_live() {
     for wq in [

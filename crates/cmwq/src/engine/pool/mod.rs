@@ -445,6 +445,11 @@ pub(crate) struct PoolInner {
     pub lanes: Vec<Lane>,
     /// L: the busy table and idle workers' slots, by worker index.
     workers: Vec<WorkerSlot>,
+    /// L: the busy table's entries: slots whose `current` is an item's
+    /// address (not 0, not `DROPPING`). With none but the asker's own (a
+    /// worker looks between its items, its `current` 0), the non-reentrancy
+    /// look of every item start reads no slot.
+    nr_executing: usize,
     /// L: worker threads, starting, idle or busy.
     nr_workers: usize,
     /// L: a worker is being created (`POOL_MANAGER_ACTIVE`).
@@ -731,14 +736,17 @@ impl PoolInner {
     /// of such a pool asks).
     #[inline]
     fn should_time(&self, h: usize, cap: usize) -> (bool, Option<bool>) {
-        if matches!(self.locality(), Locality::Single) || !self.lanes[h].has_work() {
+        let locality = self.locality();
+        if matches!(locality, Locality::Single) || !self.lanes[h].has_work() {
             return (false, None);
         }
-        if self
-            .lanes
-            .iter()
-            .enumerate()
-            .any(|(d, l)| d != h && l.free(cap))
+        // A per-CPU pool of a pod has one lane: only its partners can help.
+        if matches!(locality, Locality::Lanes)
+            && self
+                .lanes
+                .iter()
+                .enumerate()
+                .any(|(d, l)| d != h && l.free(cap))
         {
             return (true, None);
         }
@@ -820,7 +828,23 @@ impl PoolInner {
     }
 
     /// The worker that executes `work` now, if any (the busy table).
+    ///
+    /// Every item start of a `Work` asks (its running instance, if any, runs
+    /// it: non-reentrancy), between two items of its own: with no other
+    /// worker of the pool in an item, the answer is known without the scan.
+    #[inline]
     fn find_executing(&self, work: &Arc<WorkInner>) -> Option<usize> {
+        debug_assert_eq!(
+            self.nr_executing,
+            self.workers
+                .iter()
+                .filter(|w| w.current > worker::DROPPING)
+                .count(),
+            "nr_executing counts the busy table's entries"
+        );
+        if self.nr_executing == 0 {
+            return None;
+        }
         let a = crate::engine::work::addr(work);
         self.workers.iter().position(|w| w.current == a)
     }

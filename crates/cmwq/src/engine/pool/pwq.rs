@@ -315,7 +315,9 @@ impl Pool {
         true
     }
 
-    /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`).
+    /// Ends an item's accounting on its pwq (`pwq_dec_nr_in_flight`). The
+    /// worker's item end asks [`PoolInner::dec_in_flight_quiet`] first: an
+    /// end that changes only counts never gets here.
     /// Returns whether it gave `post` something to do (a flusher to notify,
     /// units that activate waiting items, a pwq that died): an empty `post`
     /// stays as it was. The per-item path takes this answer rather than
@@ -393,5 +395,38 @@ impl Pool {
             self.activate_pwq(g, slot);
         }
         false
+    }
+}
+
+impl PoolInner {
+    /// [`Pool::dec_in_flight`] for an active item whose end changes nothing
+    /// but its pwq's counts, inlined at the item end (the common case of a
+    /// backlog): its colour and its pwq keep other items in flight (no
+    /// flusher to notify, no pwq that dies or shrinks), another item stays
+    /// active (the pwq does not go idle), and nothing waits for its
+    /// `max_active` unit (a bound pwq's inactive list is empty; an unbound
+    /// pwq's node has no waiter and the pwq keeps no more units than
+    /// `dec_active` lets it keep). Returns false, changing nothing, when
+    /// any of that fails: the caller then runs [`Pool::dec_in_flight`].
+    #[inline(always)]
+    pub(super) fn dec_in_flight_quiet(&mut self, slot: u32, color: u8) -> bool {
+        let p = &mut self.pwqs[slot as usize];
+        let c = color as usize;
+        if p.in_flight[c] <= 1 || p.nr_in_flight <= 1 || p.nr_active <= 1 {
+            return false;
+        }
+        let wq = p.wq.as_ref().expect("live pwq");
+        if wq.unbound {
+            if wq.node_has_waiters(p.node) || p.credits >= 2 * wq.node_batch(p.node) {
+                return false;
+            }
+            p.credits += 1;
+        } else if !p.inactive.is_empty() {
+            return false;
+        }
+        p.in_flight[c] -= 1;
+        p.nr_in_flight -= 1;
+        p.nr_active -= 1;
+        true
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use std::collections::VecDeque;
 
 use super::budget;
+use super::kick::Locality;
 use super::lane::{LANE_LIST_CAP, LazyNow};
 use super::ring::Ring;
 use super::{
@@ -560,8 +561,11 @@ fn run_busy(
             return (release_spent(pool, me, g, held), false);
         };
         // A one-off job runs once: no other instance can be running
-        // (its cell is reused only after the busy table let go of it).
-        if !item.work.once()
+        // (its cell is reused only after the busy table let go of it). With
+        // no busy-table entry in the pool (this worker's is clear between
+        // its items), there is nothing to look for: asked first.
+        if g.nr_executing > 0
+            && !item.work.once()
             && let Some(other) = g.find_executing(&item.work).filter(|&o| o != me)
         {
             // Non-reentrancy inside the pool: the item waits for its running instance.
@@ -707,6 +711,7 @@ impl Pool {
         let mut post = Post::default();
         let unfinished = ORPHAN.with(|o| o.take());
         if !matches!(std::mem::take(&mut g.workers[idx].current), 0 | DROPPING) {
+            g.nr_executing -= 1;
             let slot = g.workers[idx].current_pwq;
             let color = g.workers[idx].current_color;
             let st = &mut g.pwqs[slot as usize].stats;
@@ -827,6 +832,7 @@ fn process_one_work<'a>(
     }
     let addr = crate::engine::work::addr(&item.work);
     w.current = addr;
+    inner.nr_executing += 1;
     let running = Running {
         work: Some(item.work),
     };
@@ -835,7 +841,7 @@ fn process_one_work<'a>(
     w.seq += 1;
     w.label = running.work().func.label();
     inner.lockup.started += 1;
-    let (lane, prev) = (w.lane, w.last_start);
+    let lane = w.lane;
     let work = running.work();
     // Read before PENDING clears: a queue after that stamps the next cycle.
     let stamp = if wq.latency {
@@ -852,8 +858,14 @@ fn process_one_work<'a>(
     if wq.cpu_intensive {
         g.mark_out(me, BLOCKED_INTENSIVE, managed);
     }
-    let (hint, started_at, lend) = if counted {
+    let (hint, started_at, lend) = if counted && matches!(g.locality(), Locality::Single) {
+        // A bound pool or a one-CPU pod never times a start, and nothing
+        // reads its lane's start count: only the lagging test does, which
+        // only pools with another CPU to spread to ask.
+        (lane, None, None)
+    } else if counted {
         let (timed, lend) = g.should_time(lane, g.cap);
+        let prev = g.workers[me].last_start;
         let at = g.lanes[lane].item_started(timed, prev);
         g.workers[me].last_start = at;
         (lane, at, lend)
@@ -891,7 +903,11 @@ fn process_one_work<'a>(
         }
     };
     CURRENT.with(|c| c.set((0, 0)));
-    if DEBUG_KILL_WORKER.load(Ordering::Relaxed) && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
+    // The test hook exists only with the `failure-injection` feature: no
+    // load per item in a build without it.
+    if cfg!(feature = "failure-injection")
+        && DEBUG_KILL_WORKER.load(Ordering::Relaxed)
+        && DEBUG_KILL_WORKER.swap(false, Ordering::Relaxed)
     {
         panic!("cmwq: test hook: this worker dies with its item unfinished");
     }
@@ -905,11 +921,14 @@ fn process_one_work<'a>(
     inner.lanes[queued_lane].progress += 1;
     let w = &mut inner.workers[me];
     w.current = 0;
+    inner.nr_executing -= 1;
     if w.blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
     let mut post = Post::default();
-    let pending = pool.dec_in_flight(&mut g, slot, color, true, &mut post);
+    // The common end (a backlog of the same pwq) inlined; the rest out of line.
+    let pending = !g.dec_in_flight_quiet(slot, color)
+        && pool.dec_in_flight(&mut g, slot, color, true, &mut post);
     debug_assert_eq!(pending, post.pending(), "dec_in_flight's answer is post's");
     if awaited {
         running.work().finish_cycle();
