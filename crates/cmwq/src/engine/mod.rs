@@ -57,6 +57,7 @@
 //!             WQ flush -> pool
 //! WQ chain -> pool
 //! T deliver -> T state
+//! T deliver -> WQ old
 //! T deliver -> pool
 //! pool -> N
 //! pool -> WQ mayday
@@ -91,7 +92,12 @@
 //!   unplugged (its pool lock; unplugging registers the items with the node,
 //!   `N`, under the pool lock, and activates them after dropping it).
 //! - `T deliver` is held while fired items are handed to their workqueues
-//!   (`queue_claimed`: pool locks, one at a time), never `T state`.
+//!   (`queue_claimed`: pool locks, one at a time), never `T state`; a
+//!   queue that found its node's budget full activates waiting items after
+//!   dropping the pool lock, still under `T deliver` (`node_activate` reads
+//!   every pwq under `WQ old`). Nothing takes `T deliver` under a lock of a
+//!   workqueue or a pool (`fire_now` and destroy's `fire_all_for` are called
+//!   with none held), so the arrow closes no cycle.
 //! - Under the pool lock an item takes node budget or registers as waiting
 //!   (`N`), the watchdog's tick sends mayday (`WQ mayday`), and a finished
 //!   item's cycle ends (`finish_cycle` takes `W` to wake waiters).

@@ -198,6 +198,7 @@ const ORDER: &[(Level, Level)] = {
         (WqFlush, Pool),
         (WqChain, Pool),
         (TDeliver, TState),
+        (TDeliver, WqOld),
         (TDeliver, Pool),
         (Pool, Node),
         (Pool, WqMayday),
