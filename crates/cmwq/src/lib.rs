@@ -110,8 +110,8 @@ pub use engine::{
     BlockingGuard, CpuBudget, DFL_SPREAD_THRESH, DFL_WORKER_STACK, DelayedWork, JobScope,
     JoinError, JoinHandle, MAYDAY_INITIAL_TIMEOUT, QueueFull, ScopedJoinHandle,
     TICK as WATCHDOG_TICK, Work, Workqueue, WorkqueueBuilder, blocking, cpu_budget, cpu_changes,
-    cpu_intensive_thresh, current_is_rescuer, panic_reports_failed, partner_kicks,
-    set_cpu_intensive_thresh, set_cpu_quota_mode, set_idle_timeout, set_panic_hook,
+    cpu_intensive_thresh, current_is_rescuer, engine_thread_panics, panic_reports_failed,
+    partner_kicks, set_cpu_intensive_thresh, set_cpu_quota_mode, set_idle_timeout, set_panic_hook,
     set_spread_thresh, set_watchdog_thresh, set_worker_stack_size, show_all_workqueues,
     sleeper_takeovers, snapshot, spread_thresh, system, system_highpri, system_long,
     system_unbound, watchdog_looks, watchdog_thresh, watchdog_ticks, worker_stack_size,
@@ -120,8 +120,8 @@ pub use engine::{
 #[cfg(feature = "failure-injection")]
 #[cfg_attr(docsrs, doc(cfg(feature = "failure-injection")))]
 pub use engine::{
-    debug_fail_worker_creation, debug_kill_next_worker, debug_pause_looks, debug_pause_tick_spread,
-    debug_use_topology,
+    InjectedPanic, debug_fail_worker_creation, debug_inject_panic, debug_kill_next_worker,
+    debug_pause_looks, debug_pause_tick_spread, debug_use_topology,
 };
 pub use error::Error;
 pub use hooks::{WorkerHooks, WorkerInfo, set_worker_hooks, worker_hook_panics};

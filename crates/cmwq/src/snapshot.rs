@@ -47,6 +47,11 @@ pub struct Snapshot {
     /// `workqueue.watchdog_thresh`, see [`crate::set_watchdog_thresh`]).
     #[cfg_attr(feature = "serde", serde(default))]
     pub watchdog_thresh: u64,
+    /// Panics of cmwq's own code its service threads caught and went on
+    /// from ([`crate::engine_thread_panics`]); anything but 0 is a bug in
+    /// cmwq, said on stderr when it happened.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub engine_thread_panics: u64,
     /// The CPU budget and the cgroup quota it follows (`CMWQ_CPU_QUOTA`).
     #[cfg_attr(feature = "serde", serde(default))]
     pub cpu_budget: CpuBudgetSnap,

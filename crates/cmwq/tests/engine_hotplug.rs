@@ -631,6 +631,47 @@ fn unbound_pods_follow_the_usable_cpus() {
     }
 }
 
+/// A panic of cmwq's code in the round that re-cuts the pods (the
+/// `failure-injection` hook) is caught, counted, and the round starts over:
+/// the pods still leave the CPU taken and take it back. Without
+/// `service::run` the pods thread died holding its claim, and no change of
+/// the usable CPUs was applied again.
+#[test]
+fn a_panic_in_the_pods_round_is_caught_and_the_pods_still_follow() {
+    const NAME: &str = "a_panic_in_the_pods_round_is_caught_and_the_pods_still_follow";
+    let Some(start) = child_with_two_cpus(NAME) else {
+        return;
+    };
+    let (stay, leave) = (start[0], start[1]);
+    let ticker = Workqueue::builder("hp-svc-tick").unbound().build().unwrap();
+    let name = "hp-svc-pods";
+    let _wq = Workqueue::builder(name)
+        .unbound()
+        .affinity_scope(cmwq::topology::Scope::Cpu)
+        .build()
+        .unwrap();
+    let before = cmwq::engine_thread_panics();
+    cmwq::debug_inject_panic(cmwq::InjectedPanic::PodsRound);
+    taskset_all(&[stay]);
+    within_ticks(
+        &format!("{name}: the pods leave CPU {leave} after a panicked round"),
+        &ticker,
+        || routes_avoid(&routes_of(name, &start), leave),
+    );
+    assert_eq!(
+        cmwq::engine_thread_panics() - before,
+        1,
+        "the round's panic"
+    );
+    taskset_all(&start);
+    within_ticks(
+        &format!("{name}: the pods take CPU {leave} back"),
+        &ticker,
+        || route_of(&routes_of(name, &start), leave).is_some_and(|(_, pod)| pod.contains(&leave)),
+    );
+    assert_eq!(cmwq::engine_thread_panics() - before, 1);
+}
+
 /// A machine that lists more possible CPUs than are online (as VMs and
 /// servers with hot-pluggable sockets do): a bound queue's `queue_on` of a
 /// possible CPU that is not online goes to that CPU's own pool, which is

@@ -205,3 +205,45 @@ fn a_rescued_bound_item_runs_on_its_cpu() {
     assert_eq!(wq.stats().rescued, 1);
     assert_eq!(on, b, "queued for CPU {b}, rescued on CPU {on}");
 }
+
+/// A panic of cmwq's code in a rescuer's loop (the `failure-injection`
+/// hook) is caught and counted, and the rescuer starts over: with worker
+/// creation failing, the `MEM_RECLAIM` queue's items still run on it.
+/// Without `service::run` the rescuer thread died and they never ran. In a
+/// child process: creation failure is process-wide.
+#[test]
+fn a_rescuer_starts_over_after_a_panic_in_its_loop() {
+    if !common::in_own_process(
+        "a_rescuer_starts_over_after_a_panic_in_its_loop",
+        "CMWQ_RESCUE_PANIC_CHILD",
+    ) {
+        return;
+    }
+    cmwq::debug_fail_worker_creation(true);
+    let before = cmwq::engine_thread_panics();
+    cmwq::debug_inject_panic(cmwq::InjectedPanic::RescuerLoop);
+    let wq = Workqueue::builder("fp-rescuer-panic")
+        .unbound()
+        .nice(5)
+        .mem_reclaim()
+        .build()
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let works: Vec<Work> = (0..10)
+        .map(|_| {
+            let r = ran.clone();
+            Work::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for w in &works {
+        assert!(wq.queue(w));
+    }
+    let done = wait_for(|| ran.load(Ordering::SeqCst) == 10);
+    let panics = cmwq::engine_thread_panics() - before;
+    cmwq::debug_fail_worker_creation(false);
+    assert!(done, "rescued {} of 10", ran.load(Ordering::SeqCst));
+    assert_eq!(panics, 1, "the rescuer's panic, counted once");
+    assert_eq!(wq.stats().rescued, 10);
+}

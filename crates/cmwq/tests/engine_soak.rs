@@ -428,6 +428,13 @@ fn soak(run: Duration) {
         end.threads,
     );
     assert!(changes > 0 && ops > 0, "the soak did nothing");
+    // A panic of cmwq's own code on its timer, watchdog, pods or rescuer
+    // threads is survived (`engine/service.rs`), not ignored: it is a bug.
+    assert_eq!(
+        cmwq::engine_thread_panics(),
+        0,
+        "cmwq's service threads caught panics of cmwq's code (stderr names them)"
+    );
     let rss_slack = 16 * 1024 + mid.rss_kib / 4;
     assert!(
         end.rss_kib <= mid.rss_kib + rss_slack,

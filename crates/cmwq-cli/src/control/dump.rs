@@ -161,6 +161,16 @@ fn affinity_scopes(out: &mut String, s: &Snapshot, _: &Widths) {
         );
     }
     let _ = writeln!(out, "\n{}", s.cpu_budget.line());
+    if s.engine_thread_panics > 0 {
+        // Never in a healthy process: each was said on its stderr.
+        let _ = writeln!(
+            out,
+            "engine_thread_panics={}: panics of cmwq's own code that its service \
+             threads caught and went on from (a bug in cmwq; the process's stderr \
+             names each)",
+            s.engine_thread_panics
+        );
+    }
 }
 
 /// "Worker Pools": one line per pool.
@@ -368,5 +378,24 @@ fn latency(out: &mut String, s: &Snapshot, _: &Widths) {
             clean(&w.name),
             l.run.count
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_thread_panics_show_only_when_there_are_some() {
+        let mut s = cmwq::snapshot();
+        s.engine_thread_panics = 0;
+        assert!(!render_dump(&s).contains("engine_thread_panics"));
+        s.engine_thread_panics = 3;
+        let text = render_dump(&s);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("engine_thread_panics="))
+            .expect("the line");
+        assert!(line.starts_with("engine_thread_panics=3: "), "{line}");
     }
 }

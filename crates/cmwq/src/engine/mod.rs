@@ -24,6 +24,8 @@
 //! - [`scope`]: scoped jobs that borrow the caller's data.
 //! - [`timer`]: delayed work.
 //! - [`watchdog`]: the tick that stands in for the scheduler's hooks.
+//! - [`service`]: the timer, the watchdog, the pods thread and the rescuers
+//!   go on through a panic of cmwq's code (said, counted, started over).
 //! - [`threads`]: how every engine thread starts (stack size, errors instead
 //!   of panics), and the forked child's inert queues.
 //!
@@ -127,6 +129,7 @@ pub mod loom_api;
 mod node;
 mod pool;
 mod scope;
+mod service;
 mod snap;
 mod spawn;
 mod threads;
@@ -148,6 +151,9 @@ pub use pool::{
 #[cfg(feature = "failure-injection")]
 pub use pool::{debug_fail_worker_creation, debug_kill_next_worker, debug_pause_tick_spread};
 pub use scope::{JobScope, ScopedJoinHandle};
+pub use service::engine_thread_panics;
+#[cfg(feature = "failure-injection")]
+pub use service::{InjectedPanic, debug_inject_panic};
 pub use snap::snapshot;
 pub use spawn::{JoinError, JoinHandle};
 pub(crate) use threads::FORKED_MSG;

@@ -38,6 +38,7 @@ pub fn snapshot() -> Snapshot {
         },
         cpu_intensive_thresh_us: crate::cpu_intensive_thresh().as_micros() as u64,
         watchdog_thresh: crate::watchdog_thresh(),
+        engine_thread_panics: super::service::engine_thread_panics(),
         cpu_budget: crate::cpu_budget().into(),
         topology,
         pools,

@@ -12,6 +12,11 @@
 //! ends its cycle as a draining queue's refusal does: nothing is left
 //! pending, so `flush` and `cancel_sync` return and a later `queue_delayed`
 //! arms it, starting the thread then.
+//!
+//! The thread runs under [`super::service::run`]: a panic of cmwq's code in
+//! its loop is said, counted and the loop starts over; each hand-off of a
+//! fired item is caught on its own, so one that fails does not lose the
+//! items fired with it.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -74,7 +79,9 @@ fn timer() -> std::io::Result<&'static Timer> {
         static STARTING: Mutex<()> = Mutex::new_at(Level::TimerStart, ());
         let _g = STARTING.lock();
         if STARTED.get().is_none() {
-            if let Err(e) = super::threads::start("cmwq-timer".into(), move || timer_thread(t)) {
+            if let Err(e) = super::threads::start("cmwq-timer".into(), move || {
+                super::service::run("cmwq-timer", || timer_thread(t))
+            }) {
                 static SAID: std::sync::Once = std::sync::Once::new();
                 SAID.call_once(|| {
                     eprintln!(
@@ -184,6 +191,7 @@ fn timer_thread(t: &'static Timer) {
     let mut fired = Vec::new();
     loop {
         let d = t.deliver.lock();
+        super::service::injected(super::service::AT_TIMER_LOOP, "the timer's loop panics");
         let mut s = t.state.lock();
         let now = Instant::now();
         while let Some(Reverse((at, seq, k))) = s.heap.peek().copied() {
@@ -209,8 +217,33 @@ fn timer_thread(t: &'static Timer) {
         }
         drop(s);
         for a in fired.drain(..) {
-            let _ = a.wq.queue_claimed(a.work, a.cpu, true);
+            hand_off(a);
         }
         drop(d);
+    }
+}
+
+/// Hands one fired item to its workqueue (under `T deliver`). A panic there
+/// is cmwq's bug: it is caught and said, with the item named, and the timer
+/// goes on with the other items it fired.
+fn hand_off(a: Armed) {
+    let (label, name) = (a.work.func.label(), a.wq.name.clone());
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        super::service::injected(
+            super::service::AT_TIMER_HANDOFF,
+            "the timer's hand-off of a fired item panics",
+        );
+        let _ = a.wq.queue_claimed(a.work, a.cpu, true);
+    }));
+    if let Err(p) = r {
+        super::service::caught(
+            &format!(
+                "handing the delayed item {} to workqueue {name:?}",
+                label.text()
+            ),
+            &*p,
+            "the timer goes on with the other items; that one may be left pending \
+             (never run, and a cancel of it may not return)",
+        );
     }
 }

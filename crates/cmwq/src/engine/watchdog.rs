@@ -140,8 +140,10 @@ pub(crate) fn ensure_started() -> Result<(), crate::Error> {
     static STARTING: Mutex<()> = Mutex::new_at(Level::WatchdogStart, ());
     let _g = STARTING.lock();
     if WATCHDOG.get().is_none() {
-        let h = threads::start("cmwq-watchdog".into(), run)
-            .map_err(|e| threads::spawn_error("the cmwq watchdog thread", &e))?;
+        let h = threads::start("cmwq-watchdog".into(), || {
+            super::service::run("cmwq-watchdog", run)
+        })
+        .map_err(|e| threads::spawn_error("the cmwq watchdog thread", &e))?;
         let _ = WATCHDOG.set(h.thread().clone());
     }
     Ok(())
@@ -214,6 +216,10 @@ fn run() {
         }
         let tick = last_tick.elapsed() >= TICK;
         if tick {
+            super::service::injected(
+                super::service::AT_WATCHDOG_TICK,
+                "the watchdog's tick panics",
+            );
             last_tick = Instant::now();
             let n = TICKS.fetch_add(1, Ordering::Relaxed);
             // CPUs taken or given back (affinity, cpuset): see `pool/hotplug.rs`.

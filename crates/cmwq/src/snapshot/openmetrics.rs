@@ -40,6 +40,8 @@ enum Source {
     /// One sample per bounded workqueue (`max_queued`); the family is
     /// left out when no workqueue is bounded.
     WqBounded(fn(&WorkqueueSnap) -> u64),
+    /// One sample for the process, without labels.
+    Process(fn(&Snapshot) -> u64),
 }
 
 /// One metric family of the exposition.
@@ -63,11 +65,17 @@ const fn fam(name: &'static str, kind: MetricType, help: &'static str, source: S
 }
 
 use MetricType::{Counter, Gauge, Info};
-use Source::{Lane, Pool, Wq, WqBounded, WqHist, WqInfo};
+use Source::{Lane, Pool, Process, Wq, WqBounded, WqHist, WqInfo};
 
-/// Every family, in the order they are written: the workqueues (what each
-/// is, then `wq_monitor.py`'s counters), the pools, the lanes.
+/// Every family, in the order they are written: the process, the workqueues
+/// (what each is, then `wq_monitor.py`'s counters), the pools, the lanes.
 const FAMILIES: &[Family] = &[
+    fam(
+        "cmwq_engine_thread_panics",
+        Counter,
+        "Panics of cmwq's own code that its service threads (timer, watchdog, pods, rescuers) caught and went on from: each is a bug in cmwq.",
+        Process(|s| s.engine_thread_panics),
+    ),
     fam(
         "cmwq_workqueue",
         Info,
@@ -303,7 +311,11 @@ pub(super) fn family(
     }
     let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
     for (labels, value) in samples {
-        let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name}{suffix} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
+        }
     }
 }
 
@@ -370,6 +382,7 @@ impl Snapshot {
     fn samples(&self, source: Source, wq_labels: &[String]) -> Vec<(String, String)> {
         let wqs = self.workqueues.iter().zip(wq_labels);
         match source {
+            Process(get) => vec![(String::new(), get(self).to_string())],
             Wq(get) => wqs.map(|(w, l)| (l.clone(), get(w))).collect(),
             // Written by `histogram`, not as single samples.
             WqHist(_) => Vec::new(),
@@ -456,6 +469,16 @@ mod tests {
             "# TYPE x_seconds counter\n# UNIT x_seconds seconds\n# HELP x_seconds help\\\\me\n\
              x_seconds_total{a=\"1\"} 0.5\n"
         );
+        let mut out = String::new();
+        family(
+            &mut out,
+            "y",
+            MetricType::Counter,
+            None,
+            "h",
+            [(String::new(), "3".to_string())],
+        );
+        assert_eq!(out, "# TYPE y counter\n# HELP y h\ny_total 3\n");
         assert_eq!(seconds(1_500_000_000), "1.5");
         assert_eq!(seconds(0), "0");
     }

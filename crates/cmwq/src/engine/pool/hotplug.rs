@@ -188,17 +188,26 @@ fn start_pods_thread() {
     if PODS_RUNNING.swap(true, Ordering::SeqCst) {
         return;
     }
-    if super::super::threads::start("cmwq-pods".into(), pods_thread).is_err() {
+    if super::super::threads::start("cmwq-pods".into(), || {
+        super::super::service::run("cmwq-pods", pods_thread)
+    })
+    .is_err()
+    {
         PODS_RUNNING.store(false, Ordering::SeqCst);
         PODS_RETRY.store(true, Ordering::Relaxed);
     }
 }
 
 /// Re-applies every unbound workqueue's attrs until no change came in
-/// during a round; then exits.
+/// during a round; then exits. A panic starts the round over (it runs under
+/// `service::run`, still holding `PODS_RUNNING`).
 fn pods_thread() {
     loop {
         let seen = PODS_WANTED.load(Ordering::SeqCst);
+        super::super::service::injected(
+            super::super::service::AT_PODS_ROUND,
+            "the pods thread's round panics",
+        );
         super::super::workqueue::update_all_pods();
         PODS_RUNNING.store(false, Ordering::SeqCst);
         // A change counted after `seen` whose starter found us still

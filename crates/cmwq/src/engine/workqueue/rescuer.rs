@@ -44,7 +44,10 @@ impl WqInner {
         let info = crate::hooks::WorkerInfo::rescuer(&self.name);
         let name = info.name.clone();
         let h = threads::start(name, move || {
-            crate::hooks::with_hooks(info, || rescuer_thread(weak))
+            let name = info.name.clone();
+            crate::hooks::with_hooks(info, || {
+                super::super::service::run(&name, || rescuer_thread(weak.clone()))
+            })
         })
         .map_err(|e| {
             threads::spawn_error(format!("the rescuer of workqueue {:?}", self.name), &e)
@@ -80,6 +83,10 @@ fn rescuer_thread(wq: std::sync::Weak<WqInner>) {
             if r.stop.load(Ordering::Relaxed) {
                 return;
             }
+            super::super::service::injected(
+                super::super::service::AT_RESCUER_LOOP,
+                "a rescuer's loop panics",
+            );
             let job = r.mayday.lock().pop_front();
             job.map(|j| (w, j))
         };
