@@ -313,6 +313,75 @@ fn work_flush_semantics() {
     );
 }
 
+/// An item queued again while it runs, taken by another worker of its pool,
+/// waits on the running worker's own list (non-reentrancy); a cancel takes
+/// it from there. The pool's count of such items (the gate of every item
+/// start's look at that list) follows: a count left at 1 trips the debug
+/// check at the next look, the worker dies and `workers_lost` says so; a
+/// count that missed the hand would leave the item there unrun.
+#[test]
+fn cancel_takes_an_item_handed_to_its_running_instance() {
+    /// A broken count kills every worker that looks; the queue is then left
+    /// behind rather than destroyed (its destroy would wait for ever), so the
+    /// test fails instead of hanging.
+    struct LeakOnPanic(Option<Workqueue>);
+    impl Drop for LeakOnPanic {
+        fn drop(&mut self) {
+            if thread::panicking() {
+                std::mem::forget(self.0.take());
+            }
+        }
+    }
+    let keep = LeakOnPanic(Some(
+        Workqueue::builder("sem-cancel-handed").build().unwrap(),
+    ));
+    let wq = keep.0.as_ref().expect("built");
+    let pool = wq.cpu_pools().0[0].expect("CPU 0's pool");
+    let counts = || {
+        wq.pool_counts()
+            .into_iter()
+            .find(|c| c.pool == pool)
+            .expect("the pool's counts")
+    };
+    let gate = Gate::new();
+    let (s, d) = (counter(), counter());
+    let w = gated_work(&gate, &s, &d);
+    assert!(wq.queue_on(0, &w).unwrap());
+    wait_until("start", || s.load(Ordering::SeqCst) == 1);
+    // The running instance blocks (annotated): another worker takes the
+    // second and hands it to the first.
+    assert!(wq.queue_on(0, &w).unwrap());
+    wait_until("the hand-off", || counts().worklist == 0);
+    assert!(w.is_pending());
+    assert!(w.cancel(), "the handed item is pending: cancel takes it");
+    assert!(!w.is_pending());
+    gate.open();
+    wait_until("the first instance's end", || d.load(Ordering::SeqCst) == 1);
+    // Handed items run again (the count moves with the hand).
+    for i in 0..3 {
+        let gate = Gate::new();
+        let (s2, d2) = (counter(), counter());
+        let v = gated_work(&gate, &s2, &d2);
+        assert!(wq.queue_on(0, &v).unwrap());
+        wait_until("start", || s2.load(Ordering::SeqCst) == 1);
+        assert!(wq.queue_on(0, &v).unwrap());
+        wait_until("the hand-off", || counts().worklist == 0);
+        gate.open();
+        wait_until("both instances' ends", || d2.load(Ordering::SeqCst) == 2);
+        assert_eq!(
+            (s2.load(Ordering::SeqCst), d2.load(Ordering::SeqCst)),
+            (2, 2),
+            "round {i}: the handed instance ran after the first"
+        );
+    }
+    assert_eq!(
+        s.load(Ordering::SeqCst),
+        1,
+        "the cancelled instance never ran"
+    );
+    assert_eq!(counts().workers_lost, 0, "no worker died");
+}
+
 #[test]
 fn cancel_removes_pending() {
     let wq = ordered("sem-cancel");

@@ -450,6 +450,10 @@ pub(crate) struct PoolInner {
     /// worker looks between its items, its `current` 0), the non-reentrancy
     /// look of every item start reads no slot.
     nr_executing: usize,
+    /// L: items on the workers' `scheduled` lists, all together (handed to
+    /// the worker that runs their other instance). With none, a worker's
+    /// look at its own list between two items reads no slot.
+    nr_scheduled: usize,
     /// L: worker threads, starting, idle or busy.
     nr_workers: usize,
     /// L: a worker is being created (`POOL_MANAGER_ACTIVE`).
@@ -847,6 +851,32 @@ impl PoolInner {
         }
         let a = crate::engine::work::addr(work);
         self.workers.iter().position(|w| w.current == a)
+    }
+
+    /// Hands `item` to worker `other`, which runs its other instance now:
+    /// it runs it next (non-reentrancy inside the pool).
+    fn hand_to(&mut self, other: usize, item: Item) {
+        self.workers[other].scheduled.push_back(item);
+        self.nr_scheduled += 1;
+    }
+
+    /// The next item handed to worker `me`, if any (see [`hand_to`](Self::hand_to)).
+    #[inline]
+    fn take_scheduled(&mut self, me: usize) -> Option<Item> {
+        debug_assert_eq!(
+            self.nr_scheduled,
+            self.workers
+                .iter()
+                .map(|w| w.scheduled.len())
+                .sum::<usize>(),
+            "nr_scheduled counts the workers' scheduled items"
+        );
+        if self.nr_scheduled == 0 {
+            return None;
+        }
+        let it = self.workers[me].scheduled.pop_front()?;
+        self.nr_scheduled -= 1;
+        Some(it)
     }
 
     /// Whether a pwq may activate one more item now.

@@ -417,7 +417,7 @@ impl PoolInner {
         }
         let wq = p.wq.as_ref().expect("live pwq");
         if wq.unbound {
-            if wq.node_has_waiters(p.node) || p.credits >= 2 * wq.node_batch(p.node) {
+            if !wq.node_may_cache_one_more(p.node, p.credits) {
                 return false;
             }
             p.credits += 1;

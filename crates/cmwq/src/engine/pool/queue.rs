@@ -144,6 +144,9 @@ impl Pool {
                     break;
                 }
             }
+            if found.is_some() {
+                g.nr_scheduled -= 1;
+            }
         }
         if found.is_none() {
             for p in g.pwqs.iter_mut() {

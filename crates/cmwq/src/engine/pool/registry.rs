@@ -135,6 +135,7 @@ pub(super) fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> 
                 lanes: lane_cpus.into_iter().map(Lane::new).collect(),
                 workers: Vec::new(),
                 nr_executing: 0,
+                nr_scheduled: 0,
                 nr_workers: 0,
                 manager_active: false,
                 nr_starting: 0,

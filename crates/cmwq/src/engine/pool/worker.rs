@@ -223,7 +223,7 @@ impl Pool {
         let mut held = Held::borrowed();
         let mut ran = 0;
         loop {
-            let item = if let Some(it) = g.workers[idx].scheduled.pop_front() {
+            let item = if let Some(it) = g.take_scheduled(idx) {
                 it
             } else if ran >= batch {
                 break;
@@ -233,7 +233,7 @@ impl Pool {
                 break;
             };
             if let Some(other) = g.find_executing(&item.work).filter(|&o| o != idx) {
-                g.workers[other].scheduled.push_back(item);
+                g.hand_to(other, item);
                 continue;
             }
             started(&mut g);
@@ -551,7 +551,7 @@ fn run_busy(
 ) -> (MutexGuard<'static, PoolInner>, bool) {
     let mut items = 0u32;
     loop {
-        let item = if let Some(it) = g.workers[me].scheduled.pop_front() {
+        let item = if let Some(it) = g.take_scheduled(me) {
             it
         } else if let Some(it) = g.next_item(h) {
             it
@@ -569,7 +569,7 @@ fn run_busy(
             && let Some(other) = g.find_executing(&item.work).filter(|&o| o != me)
         {
             // Non-reentrancy inside the pool: the item waits for its running instance.
-            g.workers[other].scheduled.push_back(item);
+            g.hand_to(other, item);
             continue;
         }
         g = process_one_work(pool, me, g, item, held, true, in_item);
@@ -720,7 +720,9 @@ impl Pool {
             self.dec_in_flight(g, slot, color, true, &mut post);
         }
         let mut hint = None;
-        for it in std::mem::take(&mut g.workers[idx].scheduled) {
+        let handed = std::mem::take(&mut g.workers[idx].scheduled);
+        g.nr_scheduled -= handed.len();
+        for it in handed {
             hint = Some(it.lane());
             g.push_active(it);
         }
@@ -925,20 +927,27 @@ fn process_one_work<'a>(
     if w.blocked != 0 {
         g.mark_in(me, u8::MAX, managed);
     }
-    let mut post = Post::default();
-    // The common end (a backlog of the same pwq) inlined; the rest out of line.
+    // The common end (a backlog of the same pwq) inlined; the rest out of
+    // line. Only that one fills a `Post`: the common end makes none (its
+    // five empty fields were stores on every item).
+    let mut post: Option<Post> = None;
     let pending = !g.dec_in_flight_quiet(slot, color)
-        && pool.dec_in_flight(&mut g, slot, color, true, &mut post);
-    debug_assert_eq!(pending, post.pending(), "dec_in_flight's answer is post's");
+        && pool.dec_in_flight(&mut g, slot, color, true, post.insert(Post::default()));
+    debug_assert_eq!(
+        pending,
+        post.as_ref().is_some_and(Post::pending),
+        "dec_in_flight's answer is post's"
+    );
     if awaited {
         running.work().finish_cycle();
     }
     let work = running.disarm();
     let g = release_item(pool, me, g, &mut post, pending, work, stale, managed, held);
-    // Emptied by `release_item` (it runs what it holds): no field to look
-    // at again in a destructor. By reference, not moved into the call: the
-    // move copied the whole `Post` per item, a wide load of what narrower
-    // stores had just written (a stall the sampler showed at the call).
+    // Never filled, or emptied by `release_item` (it runs what it holds):
+    // no field to look at again in a destructor. By reference, not moved
+    // into the call: the move copied the whole `Post` per item, a wide load
+    // of what narrower stores had just written (a stall the sampler showed
+    // at the call).
     std::mem::forget(post);
     g
 }
@@ -975,14 +984,14 @@ fn process_borrowed<'a>(
 /// A busy worker's `Work` references wait in [`Held`] while it has room
 /// and nothing else needs the lock released; a release lets go of them all.
 /// What `post` holds (`pending`: anything) runs with the lock released;
-/// `post` is left empty.
+/// `post` is left empty or `None`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn release_item<'a>(
     pool: &'static Pool,
     me: usize,
     mut g: MutexGuard<'a, PoolInner>,
-    post: &mut Post,
+    post: &mut Option<Post>,
     pending: bool,
     mut work: Arc<WorkInner>,
     stale: Option<Arc<WqInner>>,
@@ -1011,8 +1020,8 @@ fn release_item<'a>(
     drop(g);
     // Every deferred action runs, `died` included: an ordered queue's retired
     // pwq that drains here must unplug the next generation, or it waits forever.
-    if pending {
-        std::mem::take(post).run(pool);
+    if pending && let Some(p) = post.take() {
+        p.run(pool);
     }
     if release {
         guarded_drop(work);

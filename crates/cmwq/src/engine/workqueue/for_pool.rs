@@ -124,6 +124,16 @@ impl WqInner {
         self.nodes[node].batch()
     }
 
+    /// Whether a busy pwq of `node` that caches `credits` units may cache
+    /// one more at an item end: nobody waits for a unit on the node and it
+    /// keeps under two batches (the item end's common case,
+    /// `dec_in_flight_quiet`). One look at the node for both.
+    #[inline]
+    pub(crate) fn node_may_cache_one_more(&self, node: usize, credits: usize) -> bool {
+        let n = &self.nodes[node];
+        credits < 2 * n.batch() && !n.has_waiters()
+    }
+
     /// A pwq of `node` going idle may keep up to a batch of units (see
     /// `NodeActive::may_keep_idle`). Called under its pool lock.
     pub(crate) fn node_may_keep_idle(&self, node: usize) -> bool {
