@@ -123,3 +123,73 @@ fn the_watchdog_starts_over_after_a_panic_in_its_tick() {
     assert!(ticked, "the watchdog stopped ticking after its panic");
     assert_eq!(engine_thread_panics() - before, 1);
 }
+
+/// Child half of the closed-stderr test: does nothing unless the parent set
+/// `CMWQ_TEST_SVC_CLOSED_STDERR` (it then runs with a closed stderr pipe).
+#[test]
+fn closed_stderr_child() {
+    if std::env::var_os("CMWQ_TEST_SVC_CLOSED_STDERR").is_none() {
+        return;
+    }
+    let _s = serial();
+    let wq = Workqueue::builder("svc_closed_stderr")
+        .unbound()
+        .build()
+        .unwrap();
+    let before = engine_thread_panics();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let items: Vec<DelayedWork> = (0..10)
+        .map(|_| {
+            let r = ran.clone();
+            DelayedWork::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    debug_inject_panic(InjectedPanic::TimerHandoff);
+    for dw in &items {
+        assert!(wq.queue_delayed(dw, Duration::from_millis(10)));
+    }
+    assert!(wait_for(|| ran.load(Ordering::SeqCst) == 9));
+    assert_eq!(engine_thread_panics() - before, 1);
+    assert!(wq.queue_delayed(&items[1], Duration::from_millis(1)));
+    assert!(wait_for(|| ran.load(Ordering::SeqCst) == 10));
+    std::mem::forget(items);
+}
+
+/// The report of a caught panic goes to stderr; with stderr closed (its
+/// reader gone) the report's own write fails, which must not take the timer
+/// down (`eprintln!` would panic there, outside the per-item catch, and the
+/// thread's restart would panic again reporting it). Run in a child whose
+/// stderr pipe is closed.
+#[test]
+fn a_closed_stderr_does_not_kill_the_timer() {
+    let _s = serial();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "closed_stderr_child",
+            "--test-threads",
+            "1",
+            "--nocapture",
+        ])
+        .env("CMWQ_TEST_SVC_CLOSED_STDERR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take()); // the log reader died
+    let mut status = None;
+    for _ in 0..6000 {
+        if let Some(st) = child.try_wait().unwrap() {
+            status = Some(st);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("the child hung");
+    };
+    assert!(status.success(), "child failed: {status:?}");
+}

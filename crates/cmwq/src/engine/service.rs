@@ -58,9 +58,14 @@ pub(crate) fn payload_text(p: &(dyn Any + Send)) -> &str {
 
 /// Counts a caught panic of the engine's code and says it on stderr: `what`
 /// names where it happened, `after` what happens now.
+///
+/// Written with `writeln!`, its error ignored: `eprintln!` panics on a
+/// closed stderr, which would take the thread down from its own report.
 pub(crate) fn caught(what: &str, payload: &(dyn Any + Send), after: &str) {
+    use std::io::Write as _;
     let n = PANICS.fetch_add(1, Ordering::Relaxed) + 1;
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "cmwq: {what} panicked: {} (a bug in cmwq, please report it; engine panics so far: {n}); {after}",
         payload_text(payload)
     );
