@@ -10,13 +10,14 @@
 //! bits of the items it had fired and fires nothing again (the next
 //! `cancel` of one of them spins for ever), a dead watchdog never reports a
 //! stuck pool nor follows the CPUs, a dead pods thread leaves its claim set
-//! so no later CPU change is applied.
+//! so no later CPU change is applied, a dead rescuer leaves its
+//! `MEM_RECLAIM` queue without one.
 //!
 //! [`run`] keeps such a thread's body going: a panic is caught, said on
 //! stderr with the thread's name and the panic's text (a body that keeps
 //! panicking waits longer between tries, 10 ms doubling to one second),
-//! counted in [`engine_thread_panics`] (and in
-//! `cmwq dump`), and the body starts over on the same thread, so whoever
+//! counted in [`engine_thread_panics`] (and in `cmwq dump` and the
+//! OpenMetrics exposition), and the body starts over on the same thread, so whoever
 //! holds its handle (`unpark`) still reaches it. The body's state lives in
 //! statics and under locks, which ignore poisoning, so starting over is the
 //! body's normal loop. The timer also catches each hand-off of a fired item
