@@ -258,11 +258,7 @@ fn call(h: &Hook, which: &str, info: &WorkerInfo) {
 #[cold]
 fn hook_panicked(which: &str, info: &WorkerInfo, payload: Box<dyn Any + Send>) {
     HOOK_PANICS.fetch_add(1, Ordering::Relaxed);
-    let msg = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("<non-string payload>");
+    let msg = crate::trace::payload_str(&*payload).unwrap_or("<non-string payload>");
     eprintln!(
         "cmwq: the worker {which} hook panicked on {}: {msg}; the worker goes on",
         info.name

@@ -49,13 +49,20 @@ fn name(wq: Option<&str>) -> &str {
 /// What a work item panicked with.
 type Payload<'a> = &'a (dyn std::any::Any + Send);
 
-/// The text of a panic payload (`&str` and `String` payloads; others say so).
-#[cfg(feature = "tracing")]
-fn payload_text(p: Payload<'_>) -> &str {
+/// The text of a panic payload: a `&str` or a `String` (what `panic!` and
+/// `expect` give); `None` for a payload of any other type. Every place that
+/// words a panic (the panic hook, the worker hooks, `JoinError::message`,
+/// the service threads' reports, the events here) reads it through this.
+pub(crate) fn payload_str(p: Payload<'_>) -> Option<&str> {
     p.downcast_ref::<&str>()
         .copied()
         .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("non-string panic payload")
+}
+
+/// [`payload_str`], or words that say the payload is not text.
+#[cfg(feature = "tracing")]
+fn payload_text(p: Payload<'_>) -> &str {
+    payload_str(p).unwrap_or("non-string panic payload")
 }
 
 /// A work item on workqueue `wq` panicked with `payload` (caught; the worker

@@ -107,33 +107,8 @@ fn closed_stderr_child() {
 #[test]
 fn a_closed_stderr_does_not_kill_the_worker() {
     let _s = serial();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "closed_stderr_child",
-            "--test-threads",
-            "1",
-            "--nocapture",
-        ])
-        .env("CMWQ_TEST_CLOSED_STDERR", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take()); // the log reader died
-    let status = within("child with closed stderr", move || {
-        let mut waited = 0;
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                return Some(st);
-            }
-            if waited > 55_000 {
-                let _ = child.kill();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-            waited += 20;
-        }
+    let status = within("child with closed stderr", || {
+        common::run_child_stderr_closed("closed_stderr_child", "CMWQ_TEST_CLOSED_STDERR")
     });
     let status = status.expect("the child hung: its pool froze");
     assert!(status.success(), "child failed: {status:?}");

@@ -165,31 +165,8 @@ fn closed_stderr_child() {
 #[test]
 fn a_closed_stderr_does_not_kill_the_timer() {
     let _s = serial();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "closed_stderr_child",
-            "--test-threads",
-            "1",
-            "--nocapture",
-        ])
-        .env("CMWQ_TEST_SVC_CLOSED_STDERR", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take()); // the log reader died
-    let mut status = None;
-    for _ in 0..6000 {
-        if let Some(st) = child.try_wait().unwrap() {
-            status = Some(st);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let Some(status) = status else {
-        let _ = child.kill();
-        panic!("the child hung");
-    };
+    let status =
+        common::run_child_stderr_closed("closed_stderr_child", "CMWQ_TEST_SVC_CLOSED_STDERR")
+            .expect("the child hung: its timer died");
     assert!(status.success(), "child failed: {status:?}");
 }

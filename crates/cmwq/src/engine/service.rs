@@ -49,12 +49,9 @@ pub fn engine_thread_panics() -> u64 {
     PANICS.load(Ordering::Relaxed)
 }
 
-/// The text of a panic's payload.
-pub(crate) fn payload_text(p: &(dyn Any + Send)) -> &str {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a non-string payload")
+/// The text of a panic's payload, or words that say it is not text.
+fn payload_text(p: &(dyn Any + Send)) -> &str {
+    crate::trace::payload_str(p).unwrap_or("a non-string payload")
 }
 
 /// Counts a caught panic of the engine's code and says it on stderr: `what`

@@ -80,10 +80,7 @@ impl JoinError {
     /// The panic message, if the payload is a string.
     pub fn message(&self) -> Option<&str> {
         match self {
-            JoinError::Panicked(p) => p
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
+            JoinError::Panicked(p) => crate::trace::payload_str(&**p),
             JoinError::Refused | JoinError::Cancelled | JoinError::Forked => None,
         }
     }

@@ -201,3 +201,27 @@ pub fn run_child(name: &str, envs: &[(&str, &str)], extra: &[&str]) -> String {
     );
     text
 }
+
+/// Runs test `name` of this test binary in a child process with `env` set to
+/// "1" and its stderr a pipe whose reader is gone (a closed log), and waits
+/// for it: at most 2,750 naps of 20 ms (a bounded count, never asserted as a
+/// duration), after which a child still running is killed. Its exit status,
+/// or `None` if it hung.
+pub fn run_child_stderr_closed(name: &str, env: &str) -> Option<std::process::ExitStatus> {
+    let mut child = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", name, "--test-threads", "1", "--nocapture"])
+        .env(env, "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("re-run the test binary");
+    drop(child.stderr.take()); // the log reader died
+    for _ in 0..2_750 {
+        if let Some(st) = child.try_wait().expect("the child's status") {
+            return Some(st);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}

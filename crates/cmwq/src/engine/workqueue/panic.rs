@@ -59,11 +59,9 @@ pub fn panic_reports_failed() -> u64 {
 /// dropped under `catch_unwind` too. A panic that escapes any of these is
 /// leaked rather than dropped, since dropping it could panic again.
 pub(crate) fn report_panic(wq: &str, payload: Box<dyn Any + Send>) {
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".into());
+    let msg = crate::trace::payload_str(&*payload)
+        .unwrap_or("non-string panic payload")
+        .to_string();
     let hook = PANIC_HOOK.read().clone();
     let reported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &hook {
         Some(h) => h(wq, &msg),
