@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Where an item's CPU goes, cmwq beside `limit`: the floor of issue 30's bar.
+
+Issue 30 asks cmwq to spend at most 1.15x the CPU per item of `limit`, the
+bare per-CPU design (one `Mutex<VecDeque>` and one pinned worker per CPU).
+Both run under the same harness: the producers stamp every enqueue with the
+clock, sleep on a completion, and the kernel switches and wakes the same
+threads. Only part of an item's CPU is the executor's own code, so the bar
+sets a budget on that part alone. This script measures the split and says
+what the budget is:
+
+1. native CPU per item of cmwq (one scope) and of `limit`, same runs
+   (`cmwq bench --vs limit --json`, `--runs` times, medians);
+2. the share of each part, from two runs under the sampler
+   (`perf record -e cpu-clock`: software sampling works on VMs with no
+   hardware counters), one of cmwq alone and one of `limit` alone;
+3. each part in native ns per item (its share of the sampled threads times
+   the native figure: the sampler's overhead is taken as even across them);
+4. the floor: the rest (harness, kernel, anything not the executor's) is
+   what cmwq would cost with an executor that cost nothing; the bar allows
+   its own code `bar * limit - rest` ns per item, to set beside what
+   `limit`'s own code costs.
+
+The parts, per sampled thread (its name: `wq_bench/*` producers, `cmwq/*`
+and `limit/*` workers, `cmwq-*` cmwq's service threads; the process's main
+thread is left out, it sorts the latency samples after the timed window):
+
+- `own code`: the executor's functions (`cmwq::*`, `limit`'s producer and
+  worker loop, the job call), `sched_getcpu`;
+- `allocator`: `malloc`, `free` and their helpers (`limit` allocates a box
+  per item; cmwq reuses its cells);
+- `thread glue`: user-space futex and parking code (`syscall`, `std`'s
+  park and locks);
+- `harness`: the bench's own code (`cmwq_lab::*` but `limit`'s, the clock,
+  `Instant`, copies);
+- `kernel`: every kernel sample (switches, futex wakes, page faults);
+- `other`: the rest, listed with its top symbols so nothing hides.
+
+The floor counts own code, allocator and thread glue as the executor's
+(the reading most favourable to the bar being reachable): `rest` is
+harness, kernel and other.
+
+Usage:
+  cpu-split.py [--bin target/release/cmwq] [--scope cpu] [--submit work]
+               [--threads 8] [--items 50000] [--batch 64] [--rounds 5]
+               [--runs 3] [--bar 1.15] [--freq 10000] [--json]
+  cpu-split.py --report-cmwq FILE --report-limit FILE
+               --native-cmwq NS --native-limit NS [--bar 1.15] [--json]
+
+The second form reads `perf report -t '|' --no-children --sort
+comm,dso,sym -n --stdio -g none` output saved earlier and native ns per
+item given by hand (no perf, no bench: for checking the arithmetic). Needs
+`perf` (linux-perf) for the first form; exits 2 with the reason when it is
+missing or cannot sample, or when an argument is bad.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+PARTS = ["own code", "allocator", "thread glue", "harness", "kernel", "other"]
+EXECUTOR_PARTS = ["own code", "allocator", "thread glue"]
+SUBMITS = ("work", "execute", "spawn")
+SCOPES = ("cpu", "smt", "cache_shard", "cache", "numa", "system")
+
+
+def fail(msg):
+    print(f"cpu-split.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def role(comm):
+    """The sampled thread's role from its name, or None for the main thread."""
+    if comm.startswith("wq_bench/"):
+        return "producer"
+    if comm.startswith("cmwq/") or comm.startswith("limit/"):
+        return "worker"
+    if comm.startswith("cmwq-"):
+        return "service"
+    return None
+
+
+ALLOC = re.compile(r"^(__rustc::)?(_int_malloc|_int_free|malloc|free|cfree|__libc_malloc|"
+                   r"__libc_free|tcache_|malloc_consolidate|realloc|"
+                   r"__rust_alloc|__rust_dealloc|__rust_no_alloc|__rdl_|alloc::alloc::)")
+OWN = re.compile(r"(^|[<\s(&])cmwq::|cmwq_lab::bench::peers::Limit|"
+                 r"cmwq_lab::bench::cmwq_exec::|^sched_getcpu")
+WORKER_OWN = re.compile(r"__rust_begin_short_backtrace|FnOnce::call_once|"
+                        r"\{\{vtable\.shim\}\}")
+GLUE = re.compile(r"^(syscall|pthread_|__lll_|futex|__futex|std::sys::sync::|"
+                  r"std::thread::|std::sys::pal::unix::thread|"
+                  r"std::sys::pal::unix::futex|<std::thread::)")
+HARNESS = re.compile(r"cmwq_lab::|clock_gettime|__vdso_|Instant|Timespec|"
+                     r"^core::slice::sort::|__mem(move|cpy|set)|"
+                     r"^std::sys::backtrace::__rust_begin_short_backtrace")
+
+
+def part(thread_role, kernel, sym):
+    """Which part a sample of `sym` on a thread of `thread_role` belongs to."""
+    if kernel:
+        return "kernel"
+    if ALLOC.search(sym):
+        return "allocator"
+    if OWN.search(sym):
+        return "own code"
+    if thread_role in ("worker", "service") and WORKER_OWN.search(sym):
+        # `limit`'s worker loop is inlined into its thread's entry, and the
+        # job's call (the bench's closure, a counter) is the executor's call.
+        return "own code"
+    if GLUE.search(sym):
+        return "thread glue"
+    if HARNESS.search(sym):
+        return "harness"
+    return "other"
+
+
+LINE = re.compile(r"^\s*([0-9.]+)%\s*\|\s*(\d+)\s*\|([^|]*)\|([^|]*)\|\s*\[(.)\]\s*(.*)$")
+
+
+def parse_report(text, source):
+    """Samples per (role, part), the main thread's count, other's symbols."""
+    by = {}
+    main_thread = 0
+    other = {}
+    lines = 0
+    for line in text.splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        lines += 1
+        n = int(m.group(2))
+        comm = m.group(3).strip()
+        kernel = m.group(5) == "k"
+        sym = m.group(6).strip()
+        r = role(comm)
+        if r is None:
+            main_thread += n
+            continue
+        p = part(r, kernel, sym)
+        by[(r, p)] = by.get((r, p), 0) + n
+        if p == "other":
+            other[sym] = other.get(sym, 0) + n
+    if lines == 0:
+        fail(f"{source}: no sample lines (expected `perf report -t '|' "
+             "--no-children --sort comm,dso,sym -n --stdio -g none` output)")
+    if not by:
+        fail(f"{source}: no samples on the bench's threads (wq_bench/*, "
+             "cmwq/*, limit/*, cmwq-*)")
+    return by, main_thread, other
+
+
+def split(by, native_ns):
+    """Native ns per item of each part, by role and in total."""
+    total = sum(by.values())
+    parts = {p: 0.0 for p in PARTS}
+    roles = {}
+    for (r, p), n in by.items():
+        ns = native_ns * n / total
+        parts[p] += ns
+        roles.setdefault(r, {q: 0.0 for q in PARTS})[p] += ns
+    return parts, roles, total
+
+
+def floor(cmwq_parts, limit_parts, cmwq_ns, limit_ns, bar):
+    own_c = sum(cmwq_parts[p] for p in EXECUTOR_PARTS)
+    own_l = sum(limit_parts[p] for p in EXECUTOR_PARTS)
+    rest_c = cmwq_ns - own_c
+    return {
+        "cmwq_ratio": cmwq_ns / limit_ns,
+        "cmwq_executor_ns": own_c,
+        "limit_executor_ns": own_l,
+        "cmwq_rest_ns": rest_c,
+        "limit_rest_ns": limit_ns - own_l,
+        "ratio_with_a_free_executor": rest_c / limit_ns,
+        "executor_budget_ns": bar * limit_ns - rest_c,
+        "budget_over_limit_executor": (bar * limit_ns - rest_c) / own_l if own_l else None,
+        "cut_needed": 1 - (bar * limit_ns - rest_c) / own_c if own_c else None,
+    }
+
+
+def record(binary, args, freq, out):
+    rec = run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(freq),
+               "-o", out, "--", binary, "bench", *args])
+    if rec.returncode != 0:
+        fail(f"perf record failed (is /proc/sys/kernel/perf_event_paranoid "
+             f"at most 1, or are you root?): {rec.stderr.strip()[-400:]}")
+    rep = run(["perf", "report", "-i", out, "-t", "|", "--no-children",
+               "--sort", "comm,dso,sym", "-n", "--stdio", "-g", "none"])
+    if rep.returncode != 0:
+        fail(f"perf report failed: {rep.stderr.strip()[-400:]}")
+    return rep.stdout
+
+
+def native(binary, shape, scope, runs):
+    """Median CPU ns per item of cmwq in `scope` and of limit over `runs` runs."""
+    c, l = [], []
+    for i in range(runs):
+        print(f"cpu-split.py: native run {i + 1}/{runs}", file=sys.stderr)
+        r = run([binary, "bench", "--vs", "limit", "--scopes", scope, *shape, "--json"])
+        if r.returncode != 0:
+            fail(f"{binary} bench failed: {r.stderr.strip()[-400:]}")
+        doc = json.loads(r.stdout)
+        for s in doc["summary"]:
+            v = s["cpu_s_per_million"]["median"] * 1000.0
+            if s["executor"] == "cmwq" and s["scope"] == scope:
+                c.append(v)
+            elif s["executor"] == "limit":
+                l.append(v)
+    if not c or not l:
+        fail(f"the bench's summary has no cmwq/{scope} or limit row")
+    return statistics.median(c), statistics.median(l), c, l
+
+
+def table(cm, lm, cmwq_ns, limit_ns, scope):
+    rows = ["| part | cmwq `%s`, ns/item | `limit`, ns/item | cmwq - `limit` |" % scope,
+            "|---|---:|---:|---:|"]
+    for p in PARTS:
+        rows.append(f"| {p} | {cm[p]:.1f} | {lm[p]:.1f} | {cm[p] - lm[p]:+.1f} |")
+    rows.append(f"| **total** | {cmwq_ns:.1f} | {limit_ns:.1f} | {cmwq_ns - limit_ns:+.1f} |")
+    return "\n".join(rows)
+
+
+def role_table(roles, name):
+    rows = [f"| {name}: thread | " + " | ".join(PARTS) + " |",
+            "|---|" + "---:|" * len(PARTS)]
+    for r in sorted(roles):
+        rows.append(f"| {r} | " + " | ".join(f"{roles[r][p]:.1f}" for p in PARTS) + " |")
+    return "\n".join(rows)
+
+
+def positive(kind):
+    def conv(s):
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r} is not a number")
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"{s!r} must be above 0")
+        return v
+    return conv
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", default="target/release/cmwq")
+    ap.add_argument("--scope", default="cpu")
+    ap.add_argument("--submit", default="work")
+    ap.add_argument("--threads", type=positive(int), default=8)
+    ap.add_argument("--items", type=positive(int), default=50000)
+    ap.add_argument("--batch", type=positive(int), default=64)
+    ap.add_argument("--rounds", type=positive(int), default=5)
+    ap.add_argument("--runs", type=positive(int), default=3)
+    ap.add_argument("--bar", type=positive(float), default=1.15)
+    ap.add_argument("--freq", type=positive(int), default=10000)
+    ap.add_argument("--report-cmwq")
+    ap.add_argument("--report-limit")
+    ap.add_argument("--native-cmwq", type=positive(float))
+    ap.add_argument("--native-limit", type=positive(float))
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.scope not in SCOPES:
+        fail(f"--scope {a.scope!r} is not one of {', '.join(SCOPES)}")
+    if a.submit not in SUBMITS:
+        fail(f"--submit {a.submit!r} is not one of {', '.join(SUBMITS)}")
+    offline = [a.report_cmwq, a.report_limit, a.native_cmwq, a.native_limit]
+    if any(x is not None for x in offline) and not all(x is not None for x in offline):
+        fail("--report-cmwq, --report-limit, --native-cmwq and --native-limit "
+             "go together (all four, or none to measure)")
+    shape = ["--submit", a.submit, "--threads", str(a.threads), "--items",
+             str(a.items), "--batch", str(a.batch), "--rounds", str(a.rounds)]
+    runs_c = runs_l = None
+    if a.report_cmwq is not None:
+        texts = []
+        for flag, path in (("--report-cmwq", a.report_cmwq), ("--report-limit", a.report_limit)):
+            if not os.path.isfile(path):
+                fail(f"{flag} {path!r}: no such file")
+            with open(path) as f:
+                texts.append(f.read())
+        rep_c, rep_l = texts
+        src_c, src_l = a.report_cmwq, a.report_limit
+        cmwq_ns, limit_ns = a.native_cmwq, a.native_limit
+    else:
+        if not (os.path.isfile(a.bin) and os.access(a.bin, os.X_OK)):
+            fail(f"--bin {a.bin!r} is not an executable cmwq binary "
+                 "(cargo build --release -p cmwq-cli)")
+        if shutil.which("perf") is None:
+            fail("perf not found (apt-get install linux-perf)")
+        cmwq_ns, limit_ns, runs_c, runs_l = native(a.bin, shape, a.scope, a.runs)
+        tmp = tempfile.mkdtemp(prefix="cmwq-split.")
+        print("cpu-split.py: sampling cmwq", file=sys.stderr)
+        rep_c = record(a.bin, ["--scopes", a.scope, *shape], a.freq,
+                       os.path.join(tmp, "cmwq.data"))
+        print("cpu-split.py: sampling limit", file=sys.stderr)
+        rep_l = record(a.bin, ["--scopes", "none", "--vs", "limit", *shape], a.freq,
+                       os.path.join(tmp, "limit.data"))
+        src_c, src_l = "perf report of cmwq", "perf report of limit"
+    by_c, main_c, other_c = parse_report(rep_c, src_c)
+    by_l, main_l, other_l = parse_report(rep_l, src_l)
+    cm, roles_c, n_c = split(by_c, cmwq_ns)
+    lm, roles_l, n_l = split(by_l, limit_ns)
+    fl = floor(cm, lm, cmwq_ns, limit_ns, a.bar)
+    doc = {
+        "shape": {"scope": a.scope, "submit": a.submit, "threads": a.threads,
+                  "items": a.items, "batch": a.batch, "rounds": a.rounds},
+        "bar": a.bar,
+        "native_ns_per_item": {"cmwq": cmwq_ns, "limit": limit_ns,
+                               "cmwq_runs": runs_c, "limit_runs": runs_l},
+        "samples": {"cmwq": n_c, "limit": n_l,
+                    "cmwq_main_thread_left_out": main_c,
+                    "limit_main_thread_left_out": main_l},
+        "parts_ns": {"cmwq": cm, "limit": lm},
+        "by_thread_ns": {"cmwq": roles_c, "limit": roles_l},
+        "other_top": {
+            "cmwq": sorted(other_c.items(), key=lambda kv: -kv[1])[:5],
+            "limit": sorted(other_l.items(), key=lambda kv: -kv[1])[:5],
+        },
+        "floor": fl,
+    }
+    if a.json:
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+        return
+    print(f"shape: --submit {a.submit} --threads {a.threads} --items {a.items} "
+          f"--batch {a.batch} --rounds {a.rounds}; cmwq scope {a.scope}")
+    if runs_c is not None:
+        print(f"native CPU per item, {a.runs} run(s) of `bench --vs limit`, median "
+              f"[min..max]: cmwq {cmwq_ns:.1f} [{min(runs_c):.1f}..{max(runs_c):.1f}] ns, "
+              f"limit {limit_ns:.1f} [{min(runs_l):.1f}..{max(runs_l):.1f}] ns")
+    print(f"sampled: cmwq {n_c} samples, limit {n_l} (main thread left out: "
+          f"{main_c} and {main_l})\n")
+    print(table(cm, lm, cmwq_ns, limit_ns, a.scope))
+    print()
+    print(role_table(roles_c, "cmwq"))
+    print()
+    print(role_table(roles_l, "limit"))
+    for name, top in doc["other_top"].items():
+        if top:
+            print(f"\n{name}'s `other`: " + ", ".join(f"{s} ({n})" for s, n in top))
+    print(f"\nfloor: cmwq runs at {fl['cmwq_ratio']:.3f}x limit's CPU per item; "
+          f"with an executor that cost nothing it would run at "
+          f"{fl['ratio_with_a_free_executor']:.3f}x (its rest: "
+          f"{fl['cmwq_rest_ns']:.1f} ns against limit's {fl['limit_rest_ns']:.1f}).")
+    print(f"the bar ({a.bar}x) leaves cmwq's executor {fl['executor_budget_ns']:.1f} ns "
+          f"per item; it spends {fl['cmwq_executor_ns']:.1f} ns, limit's spends "
+          f"{fl['limit_executor_ns']:.1f} ns.")
+    if fl["budget_over_limit_executor"] is not None:
+        print(f"the budget is {fl['budget_over_limit_executor']:.2f}x limit's executor; "
+              f"cmwq's would have to lose {100 * fl['cut_needed']:.0f}% of its cost.")
+
+
+if __name__ == "__main__":
+    main()
