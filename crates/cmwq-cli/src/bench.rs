@@ -30,7 +30,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST")]
     pub scopes: Option<String>,
     /// Peers to run beside cmwq: comma-separated names or `all`
-    /// (rayon, tokio, tokio_blocking, crossbeam, threadpool, limit)
+    /// (rayon, tokio, tokio_blocking, crossbeam, threadpool, limit); the model
+    /// kernel_min (limit plus the kernel's per-item rules) only by name
     #[arg(long, value_name = "LIST|all")]
     pub vs: Option<String>,
     /// Rounds; executors alternate A B C A B C ... and rows give median

@@ -3,30 +3,33 @@
 
 Issue 30 asks cmwq to spend at most 1.15x the CPU per item of `limit`, the
 bare per-CPU design (one `Mutex<VecDeque>` and one pinned worker per CPU).
+`--peer kernel_min` sets cmwq beside the model of `limit` plus the kernel's
+per-item rules instead (`crates/cmwq-lab/src/bench/kernel_min.rs`).
 Both run under the same harness: the producers stamp every enqueue with the
 clock, sleep on a completion, and the kernel switches and wakes the same
 threads. Only part of an item's CPU is the executor's own code, so the bar
 sets a budget on that part alone. This script measures the split and says
 what the budget is:
 
-1. native CPU per item of cmwq (one scope) and of `limit`, same runs
-   (`cmwq bench --vs limit --json`, `--runs` times, medians);
+1. native CPU per item of cmwq (one scope) and of the peer (`limit`), same
+   runs (`cmwq bench --vs PEER --json`, `--runs` times, medians);
 2. the share of each part, from two runs under the sampler
    (`perf record -e cpu-clock`: software sampling works on VMs with no
-   hardware counters), one of cmwq alone and one of `limit` alone;
+   hardware counters), one of cmwq alone and one of the peer alone;
 3. each part in native ns per item (its share of the sampled threads times
    the native figure: the sampler's overhead is taken as even across them);
 4. the floor: the rest (harness, kernel, anything not the executor's) is
    what cmwq would cost with an executor that cost nothing; the bar allows
    its own code `bar * limit - rest` ns per item, to set beside what
-   `limit`'s own code costs.
+   `limit`'s own code costs (with `--peer kernel_min`, the peer's figures
+   stand where `limit`'s do).
 
-The parts, per sampled thread (its name: `wq_bench/*` producers, `cmwq/*`
-and `limit/*` workers, `cmwq-*` cmwq's service threads; the process's main
+The parts, per sampled thread (its name: `wq_bench/*` producers, `cmwq/*`,
+`limit/*` and `kmin/*` workers, `cmwq-*` cmwq's service threads; the process's main
 thread is left out, it sorts the latency samples after the timed window):
 
-- `own code`: the executor's functions (`cmwq::*`, `limit`'s producer and
-  worker loop, the job call), `sched_getcpu`;
+- `own code`: the executor's functions (`cmwq::*`, `limit`'s and
+  `kernel_min`'s producer and worker loop, the job call), `sched_getcpu`;
 - `allocator`: `malloc`, `free` and their helpers (`limit` allocates a box
   per item; cmwq reuses its cells);
 - `thread glue`: user-space futex and parking code (`syscall`, `std`'s
@@ -43,9 +46,11 @@ harness, kernel and other.
 Usage:
   cpu-split.py [--bin target/release/cmwq] [--scope cpu] [--submit work]
                [--threads 8] [--items 50000] [--batch 64] [--rounds 5]
-               [--runs 3] [--bar 1.15] [--freq 10000] [--json]
-  cpu-split.py --report-cmwq FILE --report-limit FILE
-               --native-cmwq NS --native-limit NS [--bar 1.15] [--json]
+               [--runs 3] [--bar 1.15] [--freq 10000] [--peer limit|kernel_min]
+               [--json]
+  cpu-split.py --report-cmwq FILE --report-peer FILE
+               --native-cmwq NS --native-peer NS [--peer NAME] [--bar 1.15]
+               [--json]
 
 The second form reads `perf report -t '|' --no-children --sort
 comm,dso,sym -n --stdio -g none` output saved earlier and native ns per
@@ -67,6 +72,7 @@ import tempfile
 PARTS = ["own code", "allocator", "thread glue", "harness", "kernel", "other"]
 EXECUTOR_PARTS = ["own code", "allocator", "thread glue"]
 SUBMITS = ("work", "execute", "spawn")
+PEERS = ("limit", "kernel_min")
 SCOPES = ("cpu", "smt", "cache_shard", "cache", "numa", "system")
 
 
@@ -83,7 +89,7 @@ def role(comm):
     """The sampled thread's role from its name, or None for the main thread."""
     if comm.startswith("wq_bench/"):
         return "producer"
-    if comm.startswith("cmwq/") or comm.startswith("limit/"):
+    if comm.startswith(("cmwq/", "limit/", "kmin/")):
         return "worker"
     if comm.startswith("cmwq-"):
         return "service"
@@ -94,6 +100,7 @@ ALLOC = re.compile(r"^(__rustc::)?(_int_malloc|_int_free|malloc|free|cfree|__lib
                    r"__libc_free|tcache_|malloc_consolidate|realloc|"
                    r"__rust_alloc|__rust_dealloc|__rust_no_alloc|__rdl_|alloc::alloc::)")
 OWN = re.compile(r"(^|[<\s(&])cmwq::|cmwq_lab::bench::peers::Limit|"
+                 r"cmwq_lab::bench::kernel_min::|"
                  r"cmwq_lab::bench::cmwq_exec::|^sched_getcpu")
 WORKER_OWN = re.compile(r"__rust_begin_short_backtrace|FnOnce::call_once|"
                         r"\{\{vtable\.shim\}\}")
@@ -171,20 +178,21 @@ def split(by, native_ns):
     return parts, roles, total
 
 
-def floor(cmwq_parts, limit_parts, cmwq_ns, limit_ns, bar):
+def floor(cmwq_parts, peer_parts, cmwq_ns, peer_ns, bar):
     own_c = sum(cmwq_parts[p] for p in EXECUTOR_PARTS)
-    own_l = sum(limit_parts[p] for p in EXECUTOR_PARTS)
+    own_p = sum(peer_parts[p] for p in EXECUTOR_PARTS)
     rest_c = cmwq_ns - own_c
+    budget = bar * peer_ns - rest_c
     return {
-        "cmwq_ratio": cmwq_ns / limit_ns,
+        "cmwq_ratio": cmwq_ns / peer_ns,
         "cmwq_executor_ns": own_c,
-        "limit_executor_ns": own_l,
+        "peer_executor_ns": own_p,
         "cmwq_rest_ns": rest_c,
-        "limit_rest_ns": limit_ns - own_l,
-        "ratio_with_a_free_executor": rest_c / limit_ns,
-        "executor_budget_ns": bar * limit_ns - rest_c,
-        "budget_over_limit_executor": (bar * limit_ns - rest_c) / own_l if own_l else None,
-        "cut_needed": 1 - (bar * limit_ns - rest_c) / own_c if own_c else None,
+        "peer_rest_ns": peer_ns - own_p,
+        "ratio_with_a_free_executor": rest_c / peer_ns,
+        "executor_budget_ns": budget,
+        "budget_over_peer_executor": budget / own_p if own_p else None,
+        "cut_needed": 1 - budget / own_c if own_c else None,
     }
 
 
@@ -201,12 +209,12 @@ def record(binary, args, freq, out):
     return rep.stdout
 
 
-def native(binary, shape, scope, runs):
-    """Median CPU ns per item of cmwq in `scope` and of limit over `runs` runs."""
+def native(binary, shape, scope, runs, peer):
+    """Median CPU ns per item of cmwq in `scope` and of `peer` over `runs` runs."""
     c, l = [], []
     for i in range(runs):
         print(f"cpu-split.py: native run {i + 1}/{runs}", file=sys.stderr)
-        r = run([binary, "bench", "--vs", "limit", "--scopes", scope, *shape, "--json"])
+        r = run([binary, "bench", "--vs", peer, "--scopes", scope, *shape, "--json"])
         if r.returncode != 0:
             fail(f"{binary} bench failed: {r.stderr.strip()[-400:]}")
         doc = json.loads(r.stdout)
@@ -214,15 +222,15 @@ def native(binary, shape, scope, runs):
             v = s["cpu_s_per_million"]["median"] * 1000.0
             if s["executor"] == "cmwq" and s["scope"] == scope:
                 c.append(v)
-            elif s["executor"] == "limit":
+            elif s["executor"] == peer:
                 l.append(v)
     if not c or not l:
-        fail(f"the bench's summary has no cmwq/{scope} or limit row")
+        fail(f"the bench's summary has no cmwq/{scope} or {peer} row")
     return statistics.median(c), statistics.median(l), c, l
 
 
-def table(cm, lm, cmwq_ns, limit_ns, scope):
-    rows = ["| part | cmwq `%s`, ns/item | `limit`, ns/item | cmwq - `limit` |" % scope,
+def table(cm, lm, cmwq_ns, limit_ns, scope, peer):
+    rows = [f"| part | cmwq `{scope}`, ns/item | `{peer}`, ns/item | cmwq - `{peer}` |",
             "|---|---:|---:|---:|"]
     for p in PARTS:
         rows.append(f"| {p} | {cm[p]:.1f} | {lm[p]:.1f} | {cm[p] - lm[p]:+.1f} |")
@@ -263,47 +271,52 @@ def main():
     ap.add_argument("--bar", type=positive(float), default=1.15)
     ap.add_argument("--freq", type=positive(int), default=10000)
     ap.add_argument("--report-cmwq")
-    ap.add_argument("--report-limit")
+    ap.add_argument("--report-peer")
     ap.add_argument("--native-cmwq", type=positive(float))
-    ap.add_argument("--native-limit", type=positive(float))
+    ap.add_argument("--native-peer", type=positive(float))
+    ap.add_argument("--peer", default="limit")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.scope not in SCOPES:
         fail(f"--scope {a.scope!r} is not one of {', '.join(SCOPES)}")
+    if a.peer not in PEERS:
+        fail(f"--peer {a.peer!r} is not one of {', '.join(PEERS)}")
     if a.submit not in SUBMITS:
         fail(f"--submit {a.submit!r} is not one of {', '.join(SUBMITS)}")
-    offline = [a.report_cmwq, a.report_limit, a.native_cmwq, a.native_limit]
+    offline = [a.report_cmwq, a.report_peer, a.native_cmwq, a.native_peer]
     if any(x is not None for x in offline) and not all(x is not None for x in offline):
-        fail("--report-cmwq, --report-limit, --native-cmwq and --native-limit "
+        fail("--report-cmwq, --report-peer, --native-cmwq and --native-peer "
              "go together (all four, or none to measure)")
     shape = ["--submit", a.submit, "--threads", str(a.threads), "--items",
              str(a.items), "--batch", str(a.batch), "--rounds", str(a.rounds)]
     runs_c = runs_l = None
     if a.report_cmwq is not None:
         texts = []
-        for flag, path in (("--report-cmwq", a.report_cmwq), ("--report-limit", a.report_limit)):
+        for flag, path in (("--report-cmwq", a.report_cmwq), ("--report-peer", a.report_peer)):
             if not os.path.isfile(path):
                 fail(f"{flag} {path!r}: no such file")
             with open(path) as f:
                 texts.append(f.read())
         rep_c, rep_l = texts
-        src_c, src_l = a.report_cmwq, a.report_limit
-        cmwq_ns, limit_ns = a.native_cmwq, a.native_limit
+        src_c, src_l = a.report_cmwq, a.report_peer
+        cmwq_ns, limit_ns = a.native_cmwq, a.native_peer
     else:
         if not (os.path.isfile(a.bin) and os.access(a.bin, os.X_OK)):
             fail(f"--bin {a.bin!r} is not an executable cmwq binary "
                  "(cargo build --release -p cmwq-cli)")
         if shutil.which("perf") is None:
             fail("perf not found (apt-get install linux-perf)")
-        cmwq_ns, limit_ns, runs_c, runs_l = native(a.bin, shape, a.scope, a.runs)
+        if a.peer == "kernel_min" and a.submit == "spawn":
+            fail("--peer kernel_min models --submit work and execute, not spawn")
+        cmwq_ns, limit_ns, runs_c, runs_l = native(a.bin, shape, a.scope, a.runs, a.peer)
         tmp = tempfile.mkdtemp(prefix="cmwq-split.")
         print("cpu-split.py: sampling cmwq", file=sys.stderr)
         rep_c = record(a.bin, ["--scopes", a.scope, *shape], a.freq,
                        os.path.join(tmp, "cmwq.data"))
-        print("cpu-split.py: sampling limit", file=sys.stderr)
-        rep_l = record(a.bin, ["--scopes", "none", "--vs", "limit", *shape], a.freq,
-                       os.path.join(tmp, "limit.data"))
-        src_c, src_l = "perf report of cmwq", "perf report of limit"
+        print(f"cpu-split.py: sampling {a.peer}", file=sys.stderr)
+        rep_l = record(a.bin, ["--scopes", "none", "--vs", a.peer, *shape], a.freq,
+                       os.path.join(tmp, "peer.data"))
+        src_c, src_l = "perf report of cmwq", f"perf report of {a.peer}"
     by_c, main_c, other_c = parse_report(rep_c, src_c)
     by_l, main_l, other_l = parse_report(rep_l, src_l)
     cm, roles_c, n_c = split(by_c, cmwq_ns)
@@ -313,16 +326,17 @@ def main():
         "shape": {"scope": a.scope, "submit": a.submit, "threads": a.threads,
                   "items": a.items, "batch": a.batch, "rounds": a.rounds},
         "bar": a.bar,
-        "native_ns_per_item": {"cmwq": cmwq_ns, "limit": limit_ns,
-                               "cmwq_runs": runs_c, "limit_runs": runs_l},
-        "samples": {"cmwq": n_c, "limit": n_l,
+        "peer": a.peer,
+        "native_ns_per_item": {"cmwq": cmwq_ns, "peer": limit_ns,
+                               "cmwq_runs": runs_c, "peer_runs": runs_l},
+        "samples": {"cmwq": n_c, "peer": n_l,
                     "cmwq_main_thread_left_out": main_c,
-                    "limit_main_thread_left_out": main_l},
-        "parts_ns": {"cmwq": cm, "limit": lm},
-        "by_thread_ns": {"cmwq": roles_c, "limit": roles_l},
+                    "peer_main_thread_left_out": main_l},
+        "parts_ns": {"cmwq": cm, "peer": lm},
+        "by_thread_ns": {"cmwq": roles_c, "peer": roles_l},
         "other_top": {
             "cmwq": sorted(other_c.items(), key=lambda kv: -kv[1])[:5],
-            "limit": sorted(other_l.items(), key=lambda kv: -kv[1])[:5],
+            "peer": sorted(other_l.items(), key=lambda kv: -kv[1])[:5],
         },
         "floor": fl,
     }
@@ -335,26 +349,27 @@ def main():
     if runs_c is not None:
         print(f"native CPU per item, {a.runs} run(s) of `bench --vs limit`, median "
               f"[min..max]: cmwq {cmwq_ns:.1f} [{min(runs_c):.1f}..{max(runs_c):.1f}] ns, "
-              f"limit {limit_ns:.1f} [{min(runs_l):.1f}..{max(runs_l):.1f}] ns")
-    print(f"sampled: cmwq {n_c} samples, limit {n_l} (main thread left out: "
+              f"{a.peer} {limit_ns:.1f} [{min(runs_l):.1f}..{max(runs_l):.1f}] ns")
+    print(f"sampled: cmwq {n_c} samples, {a.peer} {n_l} (main thread left out: "
           f"{main_c} and {main_l})\n")
-    print(table(cm, lm, cmwq_ns, limit_ns, a.scope))
+    print(table(cm, lm, cmwq_ns, limit_ns, a.scope, a.peer))
     print()
     print(role_table(roles_c, "cmwq"))
     print()
-    print(role_table(roles_l, "limit"))
+    print(role_table(roles_l, a.peer))
     for name, top in doc["other_top"].items():
         if top:
+            name = a.peer if name == "peer" else name
             print(f"\n{name}'s `other`: " + ", ".join(f"{s} ({n})" for s, n in top))
-    print(f"\nfloor: cmwq runs at {fl['cmwq_ratio']:.3f}x limit's CPU per item; "
+    print(f"\nfloor: cmwq runs at {fl['cmwq_ratio']:.3f}x {a.peer}'s CPU per item; "
           f"with an executor that cost nothing it would run at "
           f"{fl['ratio_with_a_free_executor']:.3f}x (its rest: "
-          f"{fl['cmwq_rest_ns']:.1f} ns against limit's {fl['limit_rest_ns']:.1f}).")
+          f"{fl['cmwq_rest_ns']:.1f} ns against {a.peer}'s {fl['peer_rest_ns']:.1f}).")
     print(f"the bar ({a.bar}x) leaves cmwq's executor {fl['executor_budget_ns']:.1f} ns "
-          f"per item; it spends {fl['cmwq_executor_ns']:.1f} ns, limit's spends "
-          f"{fl['limit_executor_ns']:.1f} ns.")
-    if fl["budget_over_limit_executor"] is not None:
-        print(f"the budget is {fl['budget_over_limit_executor']:.2f}x limit's executor; "
+          f"per item; it spends {fl['cmwq_executor_ns']:.1f} ns, {a.peer}'s spends "
+          f"{fl['peer_executor_ns']:.1f} ns.")
+    if fl["budget_over_peer_executor"] is not None:
+        print(f"the budget is {fl['budget_over_peer_executor']:.2f}x {a.peer}'s executor; "
               f"cmwq's would have to lose {100 * fl['cut_needed']:.0f}% of its cost.")
 
 

@@ -117,11 +117,11 @@ fn samples_land_in_their_parts_and_the_floor_follows() {
     let o = run(&[
         "--report-cmwq",
         cmwq.to_str().unwrap(),
-        "--report-limit",
+        "--report-peer",
         limit.to_str().unwrap(),
         "--native-cmwq",
         "400",
-        "--native-limit",
+        "--native-peer",
         "300",
         "--json",
     ]);
@@ -145,44 +145,38 @@ fn samples_land_in_their_parts_and_the_floor_follows() {
         40.0
     ));
     // limit: 300 samples, 1 ns each.
+    assert!(close(f(&v, &["parts_ns", "peer", "own code"]), 50.0), "{v}");
     assert!(
-        close(f(&v, &["parts_ns", "limit", "own code"]), 50.0),
+        close(f(&v, &["parts_ns", "peer", "allocator"]), 50.0),
         "{v}"
     );
-    assert!(
-        close(f(&v, &["parts_ns", "limit", "allocator"]), 50.0),
-        "{v}"
-    );
-    assert!(
-        close(f(&v, &["parts_ns", "limit", "harness"]), 100.0),
-        "{v}"
-    );
-    assert!(close(f(&v, &["parts_ns", "limit", "kernel"]), 100.0), "{v}");
-    assert!(close(f(&v, &["parts_ns", "limit", "other"]), 0.0), "{v}");
+    assert!(close(f(&v, &["parts_ns", "peer", "harness"]), 100.0), "{v}");
+    assert!(close(f(&v, &["parts_ns", "peer", "kernel"]), 100.0), "{v}");
+    assert!(close(f(&v, &["parts_ns", "peer", "other"]), 0.0), "{v}");
 
     // The floor: cmwq's rest is 200 ns; with a free executor 200/300; the
     // bar leaves 1.15 * 300 - 200 = 145 ns, 1.45x limit's 100, 27.5% less
     // than cmwq's 200.
     assert!(close(f(&v, &["floor", "cmwq_ratio"]), 400.0 / 300.0));
     assert!(close(f(&v, &["floor", "cmwq_rest_ns"]), 200.0));
-    assert!(close(f(&v, &["floor", "limit_executor_ns"]), 100.0));
+    assert!(close(f(&v, &["floor", "peer_executor_ns"]), 100.0));
     assert!(close(
         f(&v, &["floor", "ratio_with_a_free_executor"]),
         200.0 / 300.0
     ));
     assert!(close(f(&v, &["floor", "executor_budget_ns"]), 145.0), "{v}");
-    assert!(close(f(&v, &["floor", "budget_over_limit_executor"]), 1.45));
+    assert!(close(f(&v, &["floor", "budget_over_peer_executor"]), 1.45));
     assert!(close(f(&v, &["floor", "cut_needed"]), 0.275));
 
     // The text report says the same.
     let o = run(&[
         "--report-cmwq",
         cmwq.to_str().unwrap(),
-        "--report-limit",
+        "--report-peer",
         limit.to_str().unwrap(),
         "--native-cmwq",
         "400",
-        "--native-limit",
+        "--native-peer",
         "300",
         "--bar",
         "1.5",
@@ -194,6 +188,50 @@ fn samples_land_in_their_parts_and_the_floor_follows() {
         "{out}"
     );
     assert!(out.contains("leaves cmwq's executor 250.0 ns"), "{out}");
+
+    // The model's threads and functions count as the executor's too.
+    let kmin = d.join("kmin.txt");
+    std::fs::write(
+        &kmin,
+        report(&[
+            (
+                30,
+                "wq_bench/2",
+                "cmwq",
+                "[.] <cmwq_lab::bench::kernel_min::WorkProducer as cmwq_lab::bench::exec::Producer>::submit",
+            ),
+            (
+                20,
+                "kmin/1",
+                "cmwq",
+                "[.] std::sys::backtrace::__rust_begin_short_backtrace",
+            ),
+            (50, "kmin/1", "[kernel.kallsyms]", "[k] finish_task_switch.isra.0"),
+        ]),
+    )
+    .unwrap();
+    let o = run(&[
+        "--report-cmwq",
+        cmwq.to_str().unwrap(),
+        "--report-peer",
+        kmin.to_str().unwrap(),
+        "--native-cmwq",
+        "400",
+        "--native-peer",
+        "100",
+        "--peer",
+        "kernel_min",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(v["peer"], "kernel_min");
+    assert!(close(f(&v, &["parts_ns", "peer", "own code"]), 50.0), "{v}");
+    assert!(
+        close(f(&v, &["by_thread_ns", "peer", "worker", "kernel"]), 50.0),
+        "{v}"
+    );
+    assert!(close(f(&v, &["floor", "cmwq_ratio"]), 4.0), "{v}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -210,6 +248,7 @@ fn bad_inputs_name_the_value() {
     let cases: &[(&[&str], &str)] = &[
         (&["--scope", "llc"], "'llc'"),
         (&["--submit", "push"], "'push'"),
+        (&["--peer", "rayon"], "'rayon'"),
         (&["--runs", "0"], "'0'"),
         (&["--bar", "x1.15"], "'x1.15'"),
         (&["--native-cmwq", "400"], "go together"),
@@ -217,11 +256,11 @@ fn bad_inputs_name_the_value() {
             &[
                 "--report-cmwq",
                 "/nonexistent/cmwq.txt",
-                "--report-limit",
+                "--report-peer",
                 e,
                 "--native-cmwq",
                 "1",
-                "--native-limit",
+                "--native-peer",
                 "1",
             ],
             "/nonexistent/cmwq.txt",
@@ -230,11 +269,11 @@ fn bad_inputs_name_the_value() {
             &[
                 "--report-cmwq",
                 e,
-                "--report-limit",
+                "--report-peer",
                 e,
                 "--native-cmwq",
                 "1",
-                "--native-limit",
+                "--native-peer",
                 "1",
             ],
             "no sample lines",
@@ -243,11 +282,11 @@ fn bad_inputs_name_the_value() {
             &[
                 "--report-cmwq",
                 m,
-                "--report-limit",
+                "--report-peer",
                 m,
                 "--native-cmwq",
                 "1",
-                "--native-limit",
+                "--native-peer",
                 "1",
             ],
             "no samples on the bench's threads",

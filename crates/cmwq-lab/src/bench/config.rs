@@ -212,6 +212,8 @@ pub fn parse_scopes(list: &str) -> Result<Vec<Scope>, String> {
 }
 
 /// Parse `--vs LIST|all` against the available peer names; keeps `available`'s order.
+/// `all` picks every available name but the models ([`super::MODELS`]), which
+/// only their own names pick.
 pub fn parse_vs(list: &str, available: &[&str]) -> Result<Vec<String>, String> {
     let mut picked = Vec::new();
     for name in list.split(',').map(str::trim) {
@@ -219,7 +221,12 @@ pub fn parse_vs(list: &str, available: &[&str]) -> Result<Vec<String>, String> {
             continue;
         }
         if name == "all" {
-            picked.extend(available.iter().map(|s| s.to_string()));
+            picked.extend(
+                available
+                    .iter()
+                    .filter(|s| !super::MODELS.contains(s))
+                    .map(|s| s.to_string()),
+            );
         } else if available.contains(&name) {
             picked.push(name.to_string());
         } else {
@@ -339,6 +346,16 @@ mod tests {
         assert_eq!(
             parse_vs("limit,rayon", &av).unwrap(),
             vec!["rayon", "limit"]
+        );
+        // A model runs only when named, never in `all`.
+        let with_model = ["rayon", "limit", "kernel_min"];
+        assert_eq!(
+            parse_vs("all", &with_model).unwrap(),
+            vec!["rayon", "limit"]
+        );
+        assert_eq!(
+            parse_vs("kernel_min,all", &with_model).unwrap(),
+            with_model.to_vec()
         );
         let e = parse_vs("rayon,smol", &av).unwrap_err();
         assert!(e.contains("'smol'"), "{e}");

@@ -58,6 +58,7 @@ pub mod cmwq_exec;
 pub mod completion;
 pub mod config;
 pub mod exec;
+pub mod kernel_min;
 pub mod peers;
 pub mod report;
 pub mod runner;
@@ -81,12 +82,19 @@ pub fn subjects() -> Vec<Box<dyn ExecutorFactory>> {
     vec![Box::new(cmwq_exec::CmwqFactory)]
 }
 
-/// The peers `--vs` may name, in the order `--vs all` runs them.
+/// The peers `--vs` may name, in the order `--vs all` runs them, then the
+/// models ([`MODELS`]), which only their names select.
 pub fn peers() -> Vec<Box<dyn ExecutorFactory>> {
-    peers::all()
+    let mut v = peers::all();
+    v.push(Box::new(kernel_min::KernelMinPeer));
+    v
 }
+
+/// Executors `--vs` runs only when named: models to measure against, not
+/// peers a user would pick ([`kernel_min`]).
+pub const MODELS: &[&str] = &[kernel_min::NAME];
 
 /// Names of [`peers()`], for `--vs` parsing and help.
 pub fn peer_names() -> Vec<&'static str> {
-    peers::all().iter().map(|p| p.name()).collect()
+    peers().iter().map(|p| p.name()).collect()
 }
