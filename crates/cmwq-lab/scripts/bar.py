@@ -28,9 +28,16 @@ one producer per CPU (the bar itself is set on the 2-vCPU VM). The rounds
 shown are those the documents say they ran (`--reuse` of another run's
 documents included).
 
+`--model` also runs `kernel_min` (`limit` plus the kernel's per-item rules,
+COST.md stop 48) beside `--submit work` and `execute` (it does not model
+`spawn`), and adds a column: cmwq's CPU per item over the model's, the
+part of the distance the rules do not explain. A model is never the best
+peer.
+
 Usage:
   bar.py [--bin target/release/cmwq] [--runs 1] [--rounds 5] [--out DIR]
-         [--reuse] [--submits work,execute,spawn] [--producers 8,2] [--json]
+         [--reuse] [--submits work,execute,spawn] [--producers 8,2] [--model]
+         [--json]
 
 Exits 2 naming the problem when the binary is missing or an argument is
 out of range; 1 when a bench run fails (its stderr is shown).
@@ -65,6 +72,9 @@ def shapes(wide, narrow):
 SUBMITS = ["work", "execute", "spawn"]
 SCOPES = ["cpu", "cache_shard"]
 CPU_BAR = 1.15
+# Executors run to measure against, never peers (`cmwq bench --vs kernel_min`).
+MODEL = "kernel_min"
+MODELLED = ("work", "execute")
 
 
 def die(msg, code=2):
@@ -74,7 +84,7 @@ def die(msg, code=2):
 
 def cell(runs_docs, scope):
     """Ratios of one scope over the runs of one shape and submit."""
-    per_run, per_round, cpu, peers = [], [], [], {}
+    per_run, per_round, cpu, peers, model = [], [], [], {}, []
     for doc in runs_docs:
         rows = doc["runs"]
         lim = [r for r in rows if r["executor"] == "limit"]
@@ -88,8 +98,12 @@ def cell(runs_docs, scope):
         per_run.append(st.median(r["items_per_sec"] for r in mine) / l_ips)
         per_round.extend(r["items_per_sec"] / l_ips for r in mine)
         cpu.append(st.median(r["cpu_s_per_million"] for r in mine) / l_cpu)
+        km = [r for r in rows if r["executor"] == MODEL]
+        if km:
+            model.append(st.median(r["cpu_s_per_million"] for r in mine)
+                         / st.median(r["cpu_s_per_million"] for r in km))
         for r in rows:
-            if r["executor"] not in ("cmwq", "limit"):
+            if r["executor"] not in ("cmwq", "limit", MODEL):
                 peers.setdefault(r["executor"], []).append(r["items_per_sec"] / l_ips)
     best = max(peers.items(), key=lambda kv: st.median(kv[1])) if peers else ("-", [0.0])
     return {
@@ -99,6 +113,7 @@ def cell(runs_docs, scope):
         "cpu_vs_limit": st.median(cpu),
         "best_peer": best[0],
         "best_peer_vs_limit": st.median(best[1]),
+        "cpu_vs_model": st.median(model) if model else None,
     }
 
 
@@ -112,6 +127,7 @@ def main():
     ap.add_argument("--submits", default=",".join(SUBMITS))
     ap.add_argument("--producers", default="8,2",
                     help="WIDE,NARROW: producers of the wide shapes and of the narrow one")
+    ap.add_argument("--model", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     try:
@@ -144,7 +160,8 @@ def main():
                     done += 1
                     print(f"bar.py: [{done}/{total}] run {run}, {key}, --submit {s}",
                           file=sys.stderr)
-                    cmd = [a.bin, "bench", "--vs", "all", "--scopes", ",".join(SCOPES),
+                    vs = f"all,{MODEL}" if a.model and s in MODELLED else "all"
+                    cmd = [a.bin, "bench", "--vs", vs, "--scopes", ",".join(SCOPES),
                            "--submit", s, "--rounds", str(a.rounds), "--json"] + args
                     r = subprocess.run(cmd, capture_output=True, text=True)
                     if r.returncode != 0:
@@ -176,13 +193,19 @@ def main():
     print(f"Issue 30's bar, {rows[0]['runs']} run(s) a shape, {rtext} rounds each "
           f"(documents in {out}): {met} of {len(rows)} cells meet it")
     print()
+    with_model = any(r["cpu_vs_model"] is not None for r in rows)
+    mh, ms = (f" CPU/item over {MODEL}'s |", "---:|") if with_model else ("", "")
     print("| shape | submit | scope | items/s over limit's [rounds' min..max] | bar | "
-          "CPU/item over limit's | best peer | meets |")
-    print("|---|---|---|---:|---:|---:|---|---|")
+          f"CPU/item over limit's |{mh} best peer | meets |")
+    print(f"|---|---|---|---:|---:|---:|{ms}---|---|")
     for r in rows:
+        mv = ""
+        if with_model:
+            v = r["cpu_vs_model"]
+            mv = f" {v:.3f} |" if v is not None else " - |"
         print(f"| {r['label']} | {r['submit']} | {r['scope']} | {r['items_vs_limit']:.3f} "
               f"[{r['round_min']:.2f}..{r['round_max']:.2f}] | {r['items_bar']:.2f} | "
-              f"{r['cpu_vs_limit']:.3f} | {r['best_peer']} {r['best_peer_vs_limit']:.2f} | "
+              f"{r['cpu_vs_limit']:.3f} |{mv} {r['best_peer']} {r['best_peer_vs_limit']:.2f} | "
               f"{'yes' if r['meets'] else 'no'} |")
 
 

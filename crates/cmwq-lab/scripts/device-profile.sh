@@ -16,8 +16,9 @@
 #     `cmwq compare` of it against the new build at batch 64 and 1; then for
 #     each SHAPES entry `perf record -e cpu-clock` of `cmwq bench` on every
 #     CPU, a flat report and `perf annotate` of the hottest symbols; with
-#     BAR=1, issue 30's bar shapes (`bench --vs all`, every submit, one
-#     producer per CPU and 2). Without perf (or without the right to sample)
+#     BAR=1, issue 30's bar shapes (`bench --vs all`, with the model
+#     `kernel_min` beside `work` and `execute`, every submit, one producer
+#     per CPU and 2). Without perf (or without the right to sample)
 #     it says so and goes on. Each step runs only while the time left under
 #     DL allows it, and everything is packed into one file,
 #     $OUT/device-profile.tgz: a device call brings back at most 8 files.
@@ -156,7 +157,10 @@ bar() {
         continue
       fi
       echo "bar p$p-b$b --submit $s" >&2
-      timeout 60 .manycore/new bench --vs all --scopes cpu,cache_shard --submit "$s" --threads "$p" \
+      # The model kernel_min (limit plus the kernel's rules) beside work and
+      # execute: bar.py's column of cmwq's CPU over the model's.
+      vs=all; [ "$s" = spawn ] || vs=all,kernel_min
+      timeout 60 .manycore/new bench --vs "$vs" --scopes cpu,cache_shard --submit "$s" --threads "$p" \
         --items "$it" --batch "$b" --rounds 3 --json > "$OUT/bar/$s-p$p-b$b.1.json" 2>/dev/null \
         || { echo "bar p$p-b$b $s failed or timed out" >> "$OUT/skipped.txt"; rm -f "$OUT/bar/$s-p$p-b$b.1.json"; }
     done
