@@ -10,9 +10,10 @@
 //! CPU, the producer queues on the CPU it runs on) with, per item:
 //!
 //! - **the pending bit** (`--submit work`): the queue claims the item with a
-//!   fully ordered read-modify-write and fails while it is pending; the
-//!   worker clears the bit, fully ordered, under the list's lock before the
-//!   callback, so a queue during the callback is a new cycle;
+//!   fully ordered read-modify-write (a claim that finds the bit set is the
+//!   bench's bug here: it panics, see below); the worker clears the bit,
+//!   fully ordered, under the list's lock before the callback, so a queue
+//!   during the callback is a new cycle;
 //! - **the list's reference**: the list holds an `Arc` of the item (safe Rust
 //!   cannot hold an item a user may drop while it is queued any other way).
 //!   Its last drop runs the user's destructors, which may wait for a flush:
