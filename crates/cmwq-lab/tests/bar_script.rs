@@ -2,26 +2,14 @@
 //! cmwq's over `limit`'s of the same run, the model `kernel_min` is never
 //! the best peer and gives its own column, and bad inputs name the value.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bar.py")
-}
+use std::process::Output;
+
+use common::scratch;
 
 fn run(args: &[&str]) -> Output {
-    Command::new("python3")
-        .arg(script())
-        .args(args)
-        .output()
-        .expect("python3 runs")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cmwq-bar-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::script("bar.py", args)
 }
 
 fn row(executor: &str, scope: &str, ips: f64, cpu: f64) -> serde_json::Value {
@@ -48,7 +36,7 @@ fn doc(model: Option<(f64, f64)>) -> String {
 
 #[test]
 fn cells_divide_by_limit_and_the_model_is_no_peer() {
-    let d = scratch("cells");
+    let d = scratch("bar-cells");
     for shape in ["p8-b1", "p2-b1", "p8-b64"] {
         // The model runs faster than any peer: it must still not be one.
         std::fs::write(

@@ -2,30 +2,14 @@
 //! symbol say, the main thread is left out, the floor's arithmetic holds,
 //! and bad inputs are errors that name the value.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cpu-split.py")
-}
+use std::process::Output;
+
+use common::{scratch, stderr};
 
 fn run(args: &[&str]) -> Output {
-    Command::new("python3")
-        .arg(script())
-        .args(args)
-        .output()
-        .expect("python3 runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cmwq-split-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::script("cpu-split.py", args)
 }
 
 /// `perf report -t '|' --sort comm,dso,sym -n` lines: percent, samples,
@@ -53,7 +37,7 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn samples_land_in_their_parts_and_the_floor_follows() {
-    let d = scratch("parts");
+    let d = scratch("split-parts");
     let cmwq = d.join("cmwq.txt");
     let limit = d.join("limit.txt");
     std::fs::write(
@@ -237,7 +221,7 @@ fn samples_land_in_their_parts_and_the_floor_follows() {
 
 #[test]
 fn bad_inputs_name_the_value() {
-    let d = scratch("bad");
+    let d = scratch("split-bad");
     let empty = d.join("empty.txt");
     std::fs::write(&empty, "# nothing sampled\n").unwrap();
     let main_only = d.join("main.txt");

@@ -58,7 +58,7 @@ use std::thread::{self, JoinHandle, Thread};
 
 use super::completion::Completion;
 use super::exec::{BuildCtx, Executor, ExecutorFactory, Producer};
-use super::peers::Job;
+use super::peers::{Job, pinned_workers, stop_workers};
 use super::sys;
 
 /// The name `--vs` takes.
@@ -165,19 +165,10 @@ impl ExecutorFactory for KernelMinPeer {
             ));
         }
         let lists: Arc<Vec<CpuList>> = Arc::new(new_lists(ctx.workers));
-        let mut threads = Vec::with_capacity(ctx.workers);
-        for i in 0..ctx.workers {
-            let ls = lists.clone();
-            let cpu = ctx.cpus[i % ctx.cpus.len()];
-            let h = thread::Builder::new()
-                .name(format!("kmin/{i}"))
-                .spawn(move || {
-                    let _ = sys::pin_current_thread(cpu);
-                    worker(&ls[i]);
-                })
-                .map_err(|e| format!("{NAME}: spawn: {e}"))?;
-            let _ = lists[i].worker.set(h.thread().clone());
-            threads.push(h);
+        let ls = lists.clone();
+        let threads = pinned_workers(ctx, "kmin", move |i| worker(&ls[i]))?;
+        for (l, h) in lists.iter().zip(&threads) {
+            let _ = l.worker.set(h.thread().clone());
         }
         Ok(Box::new(KernelMinExec {
             lists,
@@ -341,15 +332,10 @@ impl Executor for KernelMinExec {
 
 impl Drop for KernelMinExec {
     fn drop(&mut self) {
-        for cl in self.lists.iter() {
-            cl.stop.store(true, Ordering::Release);
-            if let Some(t) = cl.worker.get() {
-                t.unpark();
-            }
-        }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        stop_workers(
+            self.lists.iter().map(|l| (&l.stop, &l.worker)),
+            &mut self.threads,
+        );
     }
 }
 

@@ -376,22 +376,40 @@ impl ExecutorFactory for LimitPeer {
                 })
                 .collect(),
         );
-        let mut threads = Vec::with_capacity(ctx.workers);
-        for i in 0..ctx.workers {
-            let qs = queues.clone();
-            let cpu = ctx.cpus[i % ctx.cpus.len()];
-            let h = thread::Builder::new()
-                .name(format!("limit/{i}"))
-                .spawn(move || {
-                    let _ = sys::pin_current_thread(cpu);
-                    limit_worker(&qs[i]);
-                })
-                .map_err(|e| format!("limit: spawn: {e}"))?;
-            let _ = queues[i].worker.set(h.thread().clone());
-            threads.push(h);
+        let qs = queues.clone();
+        let threads = pinned_workers(ctx, "limit", move |i| limit_worker(&qs[i]))?;
+        for (q, h) in queues.iter().zip(&threads) {
+            let _ = q.worker.set(h.thread().clone());
         }
         Ok(Box::new(LimitExec { queues, threads }))
     }
+}
+
+/// Starts `ctx.workers` threads, the `i`th named `{name}/{i}`, pinned to
+/// `ctx.cpus[i % ctx.cpus.len()]` and running `body(i)`: the per-CPU
+/// workers of `limit` and of the model `kernel_min`.
+pub(super) fn pinned_workers<F>(
+    ctx: &BuildCtx<'_>,
+    name: &str,
+    body: F,
+) -> Result<Vec<JoinHandle<()>>, String>
+where
+    F: Fn(usize) + Send + Clone + 'static,
+{
+    let mut threads = Vec::with_capacity(ctx.workers);
+    for i in 0..ctx.workers {
+        let cpu = ctx.cpus[i % ctx.cpus.len()];
+        let body = body.clone();
+        let h = thread::Builder::new()
+            .name(format!("{name}/{i}"))
+            .spawn(move || {
+                let _ = sys::pin_current_thread(cpu);
+                body(i);
+            })
+            .map_err(|e| format!("{name}: spawn: {e}"))?;
+        threads.push(h);
+    }
+    Ok(threads)
 }
 
 /// The worker of one CPU queue.
@@ -460,14 +478,26 @@ impl Executor for LimitExec {
 
 impl Drop for LimitExec {
     fn drop(&mut self) {
-        for cq in self.queues.iter() {
-            cq.stop.store(true, Ordering::Release);
-            if let Some(w) = cq.worker.get() {
-                w.unpark();
-            }
+        stop_workers(
+            self.queues.iter().map(|q| (&q.stop, &q.worker)),
+            &mut self.threads,
+        );
+    }
+}
+
+/// Stops per-CPU workers started by [`pinned_workers`]: raises each one's
+/// `stop` flag and wakes it, then joins every thread.
+pub(super) fn stop_workers<'a>(
+    workers: impl Iterator<Item = (&'a AtomicBool, &'a OnceLock<Thread>)>,
+    threads: &mut Vec<JoinHandle<()>>,
+) {
+    for (stop, worker) in workers {
+        stop.store(true, Ordering::Release);
+        if let Some(t) = worker.get() {
+            t.unpark();
         }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+    }
+    for t in threads.drain(..) {
+        let _ = t.join();
     }
 }
