@@ -161,10 +161,9 @@ impl ExecutorFactory for KernelMinPeer {
     }
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Executor>, String> {
         if ctx.spawn {
-            return Err(format!(
-                "{NAME} models --submit work and execute, not spawn (a handle's cheapest \
-                 form is a reused cell, cmwq's own design)"
-            ));
+            return Err("the model covers --submit work and execute, not spawn (a \
+                 handle's cheapest form is a reused cell, cmwq's own design)"
+                .to_string());
         }
         let lists: Arc<Vec<CpuList>> = Arc::new(new_lists(ctx.workers));
         let ls = lists.clone();
@@ -357,6 +356,26 @@ mod tests {
             .iter()
             .map(|l| l.list.lock().unwrap().items.len())
             .collect()
+    }
+
+    #[test]
+    fn spawn_is_refused_with_the_reason() {
+        let cpus = [0];
+        let ctx = BuildCtx {
+            workers: 1,
+            scope: None,
+            synthetic: None,
+            producers: 1,
+            strict: false,
+            wake_under_lock: false,
+            unmanaged: false,
+            spawn: true,
+            execute: false,
+            cache_shard_size: None,
+            cpus: &cpus,
+        };
+        let e = KernelMinPeer.build(&ctx).err().expect("spawn is refused");
+        assert!(e.contains("not spawn"), "{e}");
     }
 
     #[test]
