@@ -162,7 +162,7 @@ def parse_report(text, source):
              "--no-children --sort comm,dso,sym -n --stdio -g none` output)")
     if not by:
         fail(f"{source}: no samples on the bench's threads (wq_bench/*, "
-             "cmwq/*, limit/*, cmwq-*)")
+             "cmwq/*, limit/*, kmin/*, cmwq-*)")
     return by, main_thread, other
 
 
@@ -229,12 +229,12 @@ def native(binary, shape, scope, runs, peer):
     return statistics.median(c), statistics.median(l), c, l
 
 
-def table(cm, lm, cmwq_ns, limit_ns, scope, peer):
+def table(cm, pm, cmwq_ns, peer_ns, scope, peer):
     rows = [f"| part | cmwq `{scope}`, ns/item | `{peer}`, ns/item | cmwq - `{peer}` |",
             "|---|---:|---:|---:|"]
     for p in PARTS:
-        rows.append(f"| {p} | {cm[p]:.1f} | {lm[p]:.1f} | {cm[p] - lm[p]:+.1f} |")
-    rows.append(f"| **total** | {cmwq_ns:.1f} | {limit_ns:.1f} | {cmwq_ns - limit_ns:+.1f} |")
+        rows.append(f"| {p} | {cm[p]:.1f} | {pm[p]:.1f} | {cm[p] - pm[p]:+.1f} |")
+    rows.append(f"| **total** | {cmwq_ns:.1f} | {peer_ns:.1f} | {cmwq_ns - peer_ns:+.1f} |")
     return "\n".join(rows)
 
 
@@ -289,7 +289,7 @@ def main():
              "go together (all four, or none to measure)")
     shape = ["--submit", a.submit, "--threads", str(a.threads), "--items",
              str(a.items), "--batch", str(a.batch), "--rounds", str(a.rounds)]
-    runs_c = runs_l = None
+    runs_c = runs_p = None
     if a.report_cmwq is not None:
         texts = []
         for flag, path in (("--report-cmwq", a.report_cmwq), ("--report-peer", a.report_peer)):
@@ -299,7 +299,7 @@ def main():
                 texts.append(f.read())
         rep_c, rep_l = texts
         src_c, src_l = a.report_cmwq, a.report_peer
-        cmwq_ns, limit_ns = a.native_cmwq, a.native_peer
+        cmwq_ns, peer_ns = a.native_cmwq, a.native_peer
     else:
         if not (os.path.isfile(a.bin) and os.access(a.bin, os.X_OK)):
             fail(f"--bin {a.bin!r} is not an executable cmwq binary "
@@ -308,7 +308,7 @@ def main():
             fail("perf not found (apt-get install linux-perf)")
         if a.peer == "kernel_min" and a.submit == "spawn":
             fail("--peer kernel_min models --submit work and execute, not spawn")
-        cmwq_ns, limit_ns, runs_c, runs_l = native(a.bin, shape, a.scope, a.runs, a.peer)
+        cmwq_ns, peer_ns, runs_c, runs_p = native(a.bin, shape, a.scope, a.runs, a.peer)
         tmp = tempfile.mkdtemp(prefix="cmwq-split.")
         print("cpu-split.py: sampling cmwq", file=sys.stderr)
         rep_c = record(a.bin, ["--scopes", a.scope, *shape], a.freq,
@@ -320,20 +320,20 @@ def main():
     by_c, main_c, other_c = parse_report(rep_c, src_c)
     by_l, main_l, other_l = parse_report(rep_l, src_l)
     cm, roles_c, n_c = split(by_c, cmwq_ns)
-    lm, roles_l, n_l = split(by_l, limit_ns)
-    fl = floor(cm, lm, cmwq_ns, limit_ns, a.bar)
+    pm, roles_p, n_l = split(by_l, peer_ns)
+    fl = floor(cm, pm, cmwq_ns, peer_ns, a.bar)
     doc = {
         "shape": {"scope": a.scope, "submit": a.submit, "threads": a.threads,
                   "items": a.items, "batch": a.batch, "rounds": a.rounds},
         "bar": a.bar,
         "peer": a.peer,
-        "native_ns_per_item": {"cmwq": cmwq_ns, "peer": limit_ns,
-                               "cmwq_runs": runs_c, "peer_runs": runs_l},
+        "native_ns_per_item": {"cmwq": cmwq_ns, "peer": peer_ns,
+                               "cmwq_runs": runs_c, "peer_runs": runs_p},
         "samples": {"cmwq": n_c, "peer": n_l,
                     "cmwq_main_thread_left_out": main_c,
                     "peer_main_thread_left_out": main_l},
-        "parts_ns": {"cmwq": cm, "peer": lm},
-        "by_thread_ns": {"cmwq": roles_c, "peer": roles_l},
+        "parts_ns": {"cmwq": cm, "peer": pm},
+        "by_thread_ns": {"cmwq": roles_c, "peer": roles_p},
         "other_top": {
             "cmwq": sorted(other_c.items(), key=lambda kv: -kv[1])[:5],
             "peer": sorted(other_l.items(), key=lambda kv: -kv[1])[:5],
@@ -347,16 +347,16 @@ def main():
     print(f"shape: --submit {a.submit} --threads {a.threads} --items {a.items} "
           f"--batch {a.batch} --rounds {a.rounds}; cmwq scope {a.scope}")
     if runs_c is not None:
-        print(f"native CPU per item, {a.runs} run(s) of `bench --vs limit`, median "
+        print(f"native CPU per item, {a.runs} run(s) of `bench --vs {a.peer}`, median "
               f"[min..max]: cmwq {cmwq_ns:.1f} [{min(runs_c):.1f}..{max(runs_c):.1f}] ns, "
-              f"{a.peer} {limit_ns:.1f} [{min(runs_l):.1f}..{max(runs_l):.1f}] ns")
+              f"{a.peer} {peer_ns:.1f} [{min(runs_p):.1f}..{max(runs_p):.1f}] ns")
     print(f"sampled: cmwq {n_c} samples, {a.peer} {n_l} (main thread left out: "
           f"{main_c} and {main_l})\n")
-    print(table(cm, lm, cmwq_ns, limit_ns, a.scope, a.peer))
+    print(table(cm, pm, cmwq_ns, peer_ns, a.scope, a.peer))
     print()
     print(role_table(roles_c, "cmwq"))
     print()
-    print(role_table(roles_l, a.peer))
+    print(role_table(roles_p, a.peer))
     for name, top in doc["other_top"].items():
         if top:
             name = a.peer if name == "peer" else name
