@@ -937,6 +937,19 @@ fn a_busy_unbound_pwq_gives_back_units_past_two_batches() {
          ended behind its one running item (at most 1 + 2 x {batch_most} expected)"
     );
     gate.open();
+    // No flush while it ends: the held item, the pwq's last, ends on the
+    // inline path (`dec_in_flight_quiet`), which must hand what the pwq
+    // cached past a batch to the full accounting. Its end is accounted once
+    // the node counts no unit as in use.
+    wait_until("the held item to end", || done.load(Ordering::SeqCst) == 1);
+    wait_until("its end to be accounted", || {
+        wq.node_nr_active().into_iter().sum::<usize>() == 0
+    });
+    let kept: usize = wq.debug_node_units().into_iter().map(|(_, k)| k).sum();
+    assert!(
+        kept <= batch_most,
+        "the idle pwq kept {kept} units of the node's budget (a batch is {batch_most})"
+    );
     wq.flush();
     assert_eq!(done.load(Ordering::SeqCst), 1);
     assert_eq!(wq.node_nr_active().into_iter().sum::<usize>(), 0);

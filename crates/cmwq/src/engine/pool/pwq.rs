@@ -400,24 +400,42 @@ impl Pool {
 
 impl PoolInner {
     /// [`Pool::dec_in_flight`] for an active item whose end changes nothing
-    /// but its pwq's counts, inlined at the item end (the common case of a
-    /// backlog): its colour and its pwq keep other items in flight (no
-    /// flusher to notify, no pwq that dies or shrinks), another item stays
-    /// active (the pwq does not go idle), and nothing waits for its
-    /// `max_active` unit (a bound pwq's inactive list is empty; an unbound
-    /// pwq's node has no waiter and the pwq keeps no more units than
-    /// `dec_active` lets it keep). Returns false, changing nothing, when
-    /// any of that fails: the caller then runs [`Pool::dec_in_flight`].
+    /// but its pwq's counts, inlined at the item end. Two common cases:
+    ///
+    /// - **A backlog** (stop 46): its colour and its pwq keep other items in
+    ///   flight, another item stays active, and nothing waits for its
+    ///   `max_active` unit (a bound pwq's inactive list is empty; an unbound
+    ///   pwq's node has no waiter and the pwq keeps no more units than
+    ///   `dec_active` lets it keep).
+    /// - **The pwq's last item** (stop 49; with one item in flight, every
+    ///   item): the colour or the pwq empties, but no flusher waits on the
+    ///   queue, the pwq is not retired (it does not die) and its inactive
+    ///   list is small (no peak's list to shrink); the pwq goes idle
+    ///   keeping its units, as `dec_active` lets it when they fit in a
+    ///   batch and the node allows it (nobody waits).
+    ///
+    /// Returns false, changing nothing, when any of that fails: the caller
+    /// then runs [`Pool::dec_in_flight`].
     #[inline(always)]
     pub(super) fn dec_in_flight_quiet(&mut self, slot: u32, color: u8) -> bool {
         let p = &mut self.pwqs[slot as usize];
         let c = color as usize;
-        if p.in_flight[c] <= 1 || p.nr_in_flight <= 1 || p.nr_active <= 1 {
+        let wq = p.wq.as_ref().expect("live pwq");
+        let empties = p.in_flight[c] <= 1 || p.nr_in_flight <= 1;
+        let idles = p.nr_active <= 1;
+        if (empties || idles) && !quiet_drain(p, wq) {
             return false;
         }
-        let wq = p.wq.as_ref().expect("live pwq");
         if wq.unbound {
-            if !wq.node_may_cache_one_more(p.node, p.credits) {
+            let kept = if idles {
+                // `dec_active`'s idle case gives nothing back only when the
+                // units fit in a batch and the node lets an idle pwq keep
+                // them (asked last: it marks the node).
+                p.credits < wq.node_batch(p.node) && wq.node_may_keep_idle(p.node)
+            } else {
+                wq.node_may_cache_one_more(p.node, p.credits)
+            };
+            if !kept {
                 return false;
             }
             p.credits += 1;
@@ -429,4 +447,17 @@ impl PoolInner {
         p.nr_active -= 1;
         true
     }
+}
+
+/// An item end that empties its colour, its pwq or the pwq's active count
+/// may still be quiet: nobody flushes the queue (no flusher to notify), the
+/// pwq is not retired (it does not die when it empties) and its inactive
+/// list is small (no peak's list to give back). Its inactive list need not
+/// be empty: items there keep the pwq in flight; a bound pwq's wait for
+/// the unit (the caller's test), an unbound pwq's for its node, which then
+/// has waiters (`node_may_keep_idle` and `node_may_cache_one_more` say no).
+/// A few loads: inlined into the item end.
+#[inline(always)]
+fn quiet_drain(p: &PwqState, wq: &WqInner) -> bool {
+    !wq.has_flushers() && !p.retired && p.inactive.capacity() <= SHRINK_ABOVE
 }
