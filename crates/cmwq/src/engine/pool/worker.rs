@@ -331,7 +331,11 @@ fn worker_thread(
             }
         }
         g.workers[me].state = WState::Running;
-        if let Some(to) = g.workers[me].guest_for.take() {
+        // Looked at before it is taken: the usual answer, none, then writes
+        // nothing.
+        if g.workers[me].guest_for.is_some()
+            && let Some(to) = g.workers[me].guest_for.take()
+        {
             g = help_as_guest(pool, me, g, to, &mut exit);
         }
         let h = g.workers[me].lane;
@@ -413,7 +417,12 @@ fn wait_for_work(pool: &'static Pool, me: usize, mut g: MutexGuard<'static, Pool
     let mut kick = g.budget_give(me);
     let mut timed_out = false;
     loop {
-        let adopted = g.workers[me].adopted_by.take();
+        // Looked at before it is taken, as `guest_for` above.
+        let adopted = if g.workers[me].adopted_by.is_some() {
+            g.workers[me].adopted_by.take()
+        } else {
+            None
+        };
         let culled = timed_out && g.too_many_workers();
         if adopted.is_some() || culled || (g.dying && !g.has_work()) {
             if adopted.is_none() {
