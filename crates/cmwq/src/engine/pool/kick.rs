@@ -14,7 +14,7 @@ use std::thread::Thread;
 
 use super::hotplug;
 use super::lane::LazyNow;
-use super::{Pool, PoolInner, WState};
+use super::{Hints, Pool, PoolInner, WState};
 use crate::engine::watchdog;
 use crate::sched;
 use crate::sync::MutexGuard;
@@ -73,10 +73,21 @@ impl Wake {
 impl PoolInner {
     /// The shape this pool has (see [`Locality`]). Fixed once the pool is
     /// linked to its pod: lanes are set when it is made, partners by
-    /// `link_pod`, and only a one-per-CPU pool gets partners.
+    /// `link_pod`, and only a one-per-CPU pool gets partners. Kept in a
+    /// field (stop 49): every item asks it four or five times, and the
+    /// answer from the two lists' lengths was two loads and two tests each.
     #[inline]
     pub(super) fn locality(&self) -> Locality {
-        match (self.lanes.len(), self.partners.is_empty()) {
+        debug_assert_eq!(
+            self.locality,
+            Self::shape_of(self.lanes.len(), &self.partners)
+        );
+        self.locality
+    }
+
+    /// The shape of a pool with `lanes` lanes and these partners.
+    pub(super) fn shape_of(lanes: usize, partners: &[&'static Pool]) -> Locality {
+        match (lanes, partners.is_empty()) {
             (1, true) => Locality::Single,
             (1, false) => Locality::Partners,
             _ => Locality::Lanes,
@@ -219,9 +230,7 @@ impl PoolInner {
     /// A partner pool of the pod says it can lend a worker (its `lendable`
     /// hint; the lender checks again under its own lock).
     pub(super) fn partner_can_lend(&self) -> bool {
-        self.partners
-            .iter()
-            .any(|p| p.lendable.0.load(Ordering::Relaxed))
+        self.partners.iter().any(|p| p.hints.has(Hints::LENDABLE))
     }
 
     /// Wakes a worker for lane `d`: its own most recently idled, else one of
@@ -343,7 +352,7 @@ pub(super) fn lend_to(to: &'static Pool) {
     let k = pods.iter().position(|p| std::ptr::eq(*p, to)).unwrap_or(0);
     for j in 1..pods.len() {
         let d = pods[(k + j) % pods.len()];
-        if !d.lendable.0.load(Ordering::Relaxed) {
+        if !d.hints.has(Hints::LENDABLE) {
             continue;
         }
         let mut g = d.lock();
@@ -368,9 +377,10 @@ pub(super) fn lend_to(to: &'static Pool) {
 }
 
 impl Pool {
-    /// A per-CPU pool tells its partners whether it can lend a worker now (no
-    /// counted worker on its CPU, one idle). Written only when it changes, so
-    /// the partners' reads stay on a shared cache line.
+    /// A per-CPU pool tells its partners what they may ask of it now (see
+    /// [`Hints`]: it can lend a worker, it has a spare one, items wait behind
+    /// its worker). Written only when a hint changes, so the partners' reads
+    /// stay on a shared cache line.
     pub(super) fn update_lendable(&self, g: &PoolInner) {
         if g.partners.is_empty() {
             return;
@@ -383,17 +393,17 @@ impl Pool {
     #[inline(always)]
     fn publish_lendable(&self, g: &PoolInner) {
         let l = &g.lanes[0];
-        let v = l.free(g.cap) && !l.idle.is_empty();
-        if self.lendable.0.load(Ordering::Relaxed) != v {
-            self.lendable.0.store(v, Ordering::Relaxed);
+        let idle = l.idle.len();
+        let mut bits = 0;
+        if idle > 0 && l.free(g.cap) {
+            bits |= Hints::LENDABLE;
         }
-        let spare = l.idle.len() > super::manage::KEEP_IDLE && !g.dying;
-        if self.spare.0.load(Ordering::Relaxed) != spare {
-            self.spare.0.store(spare, Ordering::Relaxed);
+        if idle > super::manage::KEEP_IDLE && !g.dying {
+            bits |= Hints::SPARE;
         }
-        let behind = g.probed && l.behind_worker(g.cap);
-        if self.behind.0.load(Ordering::Relaxed) != behind {
-            self.behind.0.store(behind, Ordering::Relaxed);
+        if g.probed && l.behind_worker(g.cap) {
+            bits |= Hints::BEHIND;
         }
+        self.hints.publish(bits);
     }
 }

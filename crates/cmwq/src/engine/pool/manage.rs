@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::worker::run_worker;
-use super::{FAIL_CREATE, Pool, PoolInner, WState, WorkerSlot};
+use super::{FAIL_CREATE, Hints, Pool, PoolInner, WState, WorkerSlot};
 use crate::engine::{threads, watchdog};
 use crate::sched;
 use crate::sync::MutexGuard;
@@ -249,7 +249,7 @@ fn adopt_spare(to: &'static Pool, idx: usize, lane: usize) -> bool {
     let k = pods.iter().position(|p| std::ptr::eq(*p, to)).unwrap_or(0);
     for j in 1..pods.len() {
         let d = pods[(k + j) % pods.len()];
-        if !d.spare.0.load(Ordering::Relaxed) {
+        if !d.hints.has(Hints::SPARE) {
             continue;
         }
         let mut g = d.lock();

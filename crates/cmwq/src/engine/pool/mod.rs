@@ -74,7 +74,7 @@
 //! quota), [`hotplug`] (the usable CPUs) and [`snap`].
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -472,6 +472,9 @@ pub(crate) struct PoolInner {
     rr: usize,
     /// L: a per-CPU pool's partners: the other per-CPU pools of its pod.
     partners: Vec<&'static Pool>,
+    /// L: the pool's shape, from its lanes and partners (see
+    /// [`locality`](Self::locality)); set with them.
+    locality: Locality,
     /// L: since when work has waited with no worker to run it and none could be
     /// started (mayday after `MAYDAY_INITIAL_TIMEOUT`).
     starving_since: Option<Instant>,
@@ -527,24 +530,11 @@ pub(crate) struct Pool {
     /// O: a per-CPU pool's pod: every per-CPU pool of it, by CPU, itself included
     /// (set once by [`link_pod`]; empty for other pools).
     pod_pools: OnceLock<Vec<&'static Pool>>,
-    /// A: read by the other per-CPU pools of the pod without the lock: this lane
-    /// has no counted worker and an idle one to lend (see [`lane`]). Written
-    /// under `L:`. `Relaxed`: a hint; a borrower takes the lender's lock and
-    /// checks again before it takes a worker.
-    lendable: Lendable,
-    /// A per-CPU pool of a pod tells its partners that it has an idle
-    /// worker, busy lane or not: a partner that needs a worker adopts it
-    /// rather than start a thread (see [`manage`]). `Relaxed`, on a line of
-    /// its own, written only when it changes: a hint, checked again under
-    /// this pool's lock.
-    spare: Lendable,
-    /// A per-CPU pool whose workers have probes tells its partners that
-    /// items wait here behind a counted worker, who may have fallen asleep
-    /// in its item: a partner's queue or item start then looks at that
-    /// worker too ([`sleep`]'s `peek_partners`). Written under `L:` only when
-    /// it changes, on a line of its own; `Relaxed`: a hint, checked again
-    /// under this pool's lock.
-    behind: Lendable,
+    /// A: what a per-CPU pool of a pod tells its partners, read by them
+    /// without its lock (see [`Hints`]): it can lend a worker, it has a
+    /// spare one, items wait behind its counted worker. Written under `L:`,
+    /// only when a bit changes.
+    hints: Hints,
     /// A: for the first pool of a pod, the pod's: the watchdog tick (plus
     /// one; 0: never) at which any of its pools last saw a worker asleep
     /// (see [`sleep::slept_recently`]). Each pool publishes its own
@@ -575,11 +565,50 @@ pub(crate) struct Pool {
     pub adopted: AtomicU64,
 }
 
-/// [`Pool::lendable`] on a cache line of its own: the other CPUs of the pod
+/// A per-CPU pool's hints to the other per-CPU pools of its pod, one bit
+/// each, in one word on a cache line of its own: the other CPUs of the pod
 /// read it on their queue path while this CPU writes it.
+///
+/// - [`Hints::LENDABLE`]: its lane has no counted worker and an idle one to
+///   lend (see [`lane`]); a borrower takes the lender's lock and checks
+///   again before it takes a worker.
+/// - [`Hints::SPARE`]: it has an idle worker beyond its reserve, busy lane
+///   or not: a partner that needs a worker adopts it rather than start a
+///   thread (see [`manage`]).
+/// - [`Hints::BEHIND`]: its workers have probes and items wait behind a
+///   counted worker, who may have fallen asleep in its item: a partner's
+///   queue or item start then looks at that worker too ([`sleep`]'s
+///   `peek_partners`).
+///
+/// `Relaxed`: hints, each checked again under this pool's lock. One word,
+/// where each hint had a line of its own (stop 49): the pool publishes
+/// them together at every unlock that may change them, and `lendable`
+/// changes twice per item with one item in flight (the worker idles, the
+/// next queue wakes it), so the line travels anyway; three lines cost
+/// three loads per publish where one does.
 #[repr(align(128))]
 #[derive(Default)]
-struct Lendable(AtomicBool);
+struct Hints(AtomicU8);
+
+impl Hints {
+    const LENDABLE: u8 = 1;
+    const SPARE: u8 = 2;
+    const BEHIND: u8 = 4;
+
+    /// Whether hint `bit` is set.
+    #[inline]
+    fn has(&self, bit: u8) -> bool {
+        self.0.load(Ordering::Relaxed) & bit != 0
+    }
+
+    /// Publishes `bits`, writing the line only if a hint changed.
+    #[inline(always)]
+    fn publish(&self, bits: u8) {
+        if self.0.load(Ordering::Relaxed) != bits {
+            self.0.store(bits, Ordering::Relaxed);
+        }
+    }
+}
 
 /// A tick on a cache line of its own (see [`Pool::pod_slept`]).
 #[derive(Default)]

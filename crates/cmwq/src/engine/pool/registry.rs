@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::lane::Lane;
-use super::{Lendable, Pool, PoolAttrs, PoolInner};
+use super::{Hints, Pool, PoolAttrs, PoolInner};
 use super::{budget, hotplug, lockup, manage};
 use crate::engine::watchdog;
 use crate::priority::PoolPrio;
@@ -132,6 +132,7 @@ pub(super) fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> 
                 out_read_from: 0,
                 sample_backoff: 0,
                 slept_tick: 0,
+                locality: PoolInner::shape_of(lane_cpus.len(), &[]),
                 lanes: lane_cpus.into_iter().map(Lane::new).collect(),
                 workers: Vec::new(),
                 nr_executing: 0,
@@ -152,9 +153,7 @@ pub(super) fn new_pool(attrs: PoolAttrs) -> Result<&'static Pool, crate::Error> 
             },
         ),
         pod_pools: OnceLock::new(),
-        lendable: Lendable::default(),
-        spare: Lendable::default(),
-        behind: Lendable::default(),
+        hints: Hints::default(),
         pod_slept: super::PodSlept::default(),
         blocks: AtomicBool::new(crate::switches::probe_from_start()),
         budget_waiting: AtomicBool::new(false),
@@ -216,7 +215,9 @@ pub(crate) fn link_pod(lanes: &[&'static Pool]) {
     for &p in lanes {
         if p.pod_pools.set(lanes.to_vec()).is_ok() {
             let partners = lanes.iter().copied().filter(|q| !std::ptr::eq(*q, p));
-            p.lock().partners = partners.collect();
+            let mut g = p.lock();
+            g.partners = partners.collect();
+            g.locality = PoolInner::shape_of(g.lanes.len(), &g.partners);
         }
     }
 }

@@ -125,7 +125,7 @@
 
 use std::time::Duration;
 
-use super::{BLOCKED_SAMPLED, NEXT_POOL, POOLS, Pool, PoolInner, WState, Wake};
+use super::{BLOCKED_SAMPLED, Hints, NEXT_POOL, POOLS, Pool, PoolInner, WState, Wake};
 use crate::engine::watchdog;
 use crate::sched;
 use crate::switches::{self, LazyMono, MIN_ASLEEP, RunState, SwitchProbe};
@@ -621,7 +621,7 @@ pub fn partner_kicks() -> u64 {
 
 /// A per-CPU pool that was seen to block has just queued or started an
 /// item: kick, as their own next queue would, its partners that have items
-/// waiting behind a counted worker ([`Pool::behind`]): a worker past one
+/// waiting behind a counted worker (`Hints::BEHIND`): a worker past one
 /// asleep in its item, or a lent one if the lane lags.
 ///
 /// A pool's own queue path finds its sleeper only when the next item comes
@@ -663,7 +663,7 @@ pub(super) fn peek_partners(pool: &'static Pool) {
     let mut tries = 0;
     for k in 0..n {
         let d = pods[(from + k) % n];
-        if std::ptr::eq(d, pool) || !d.behind.0.load(Ordering::Relaxed) {
+        if std::ptr::eq(d, pool) || !d.hints.has(Hints::BEHIND) {
             continue;
         }
         if tries == PEEK_TRIES {
