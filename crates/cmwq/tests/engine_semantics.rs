@@ -955,6 +955,57 @@ fn a_busy_unbound_pwq_gives_back_units_past_two_batches() {
     assert_eq!(wq.node_nr_active().into_iter().sum::<usize>(), 0);
 }
 
+/// A pwq's last item ends on the inline path (`dec_in_flight_quiet`) when
+/// nothing waits on its end, and the units the pwq cached past a batch
+/// still go back to the node: an idle pwq keeps at most a batch. Two items
+/// held beside a first make the pwq take a second batch from the node, and
+/// their ends cache units while the first still runs, so when the first
+/// ends the pwq holds more than a batch (`max_active` 32: batches of 2;
+/// where idle pwqs may keep nothing, more than 8 CPU ids, it keeps none).
+#[test]
+fn an_idle_pwq_keeps_at_most_a_batch_of_its_units() {
+    const MAX: usize = 32;
+    let wq = Workqueue::builder("sem-keep")
+        .unbound()
+        .affinity_scope(Scope::System)
+        .max_active(MAX)
+        .build()
+        .unwrap();
+    let batch = wq.node_max_active().into_iter().max().unwrap() / 16;
+    assert!(batch >= 2, "{batch}");
+    let (first, rest) = (Gate::new(), Gate::new());
+    let (started, done) = (counter(), counter());
+    let held = gated_work(&first, &started, &done);
+    let others: Vec<Work> = (0..2)
+        .map(|_| gated_work(&rest, &started, &done))
+        .collect();
+    assert!(wq.queue(&held));
+    for w in &others {
+        assert!(wq.queue(w));
+    }
+    wait_until("the three items to start", || {
+        started.load(Ordering::SeqCst) == 3
+    });
+    rest.open();
+    // Their ends are accounted under the pool lock after the callback.
+    for w in &others {
+        w.flush();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 2);
+    first.open();
+    // No flush while it ends (a flusher sends the end the full way).
+    wait_until("the first item to end", || done.load(Ordering::SeqCst) == 3);
+    wait_until("its end to be accounted", || {
+        wq.node_nr_active().into_iter().sum::<usize>() == 0
+    });
+    let kept: usize = wq.debug_node_units().into_iter().map(|(_, k)| k).sum();
+    assert!(
+        kept <= batch,
+        "the idle pwq kept {kept} units of the node's budget (a batch is {batch})"
+    );
+    wq.flush();
+}
+
 #[test]
 fn set_max_active_raises_live() {
     for wq in [
