@@ -806,6 +806,15 @@ pub fn child(a: ChildArgs) -> Result<(), String> {
             }
         })
     };
+    // One item on every queue run to its end before `ready`: a command
+    // sent right after it sees each queue with items counted and latency
+    // samples kept (on a loaded machine `monitor` found `ctl_bound` at
+    // zero, the feeder not yet scheduled).
+    for wq in &wqs {
+        let w = Work::new(|| {});
+        wq.queue(&w);
+        w.flush();
+    }
     println!("ready {}", path.display());
     let _ = std::io::stdout().flush();
     for line in std::io::stdin().lock().lines() {
