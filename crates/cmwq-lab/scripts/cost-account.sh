@@ -11,7 +11,10 @@
 # so start-up, the 200 ms idle window and the exit drop out. Valgrind runs
 # one thread at a time, so how often a worker finds its queue empty and
 # parks (and the futex calls that go with it) varies from run to run: each
-# figure is the median of REPS runs. Valgrind also refuses rseq, so
+# figure is the median of REPS runs. (Whole-process rows at P=2 move by up
+# to a fifth at batch 64 even with valgrind's `--fair-sched=yes`; for an
+# A/B of two builds use line-cost.py's engine total at 8 producers, which
+# that flag makes repeat to 0.3%: see its header.) Valgrind also refuses rseq, so
 # sched_getcpu takes glibc's fallback under it (about 30 instructions,
 # about 8 natively) for cmwq and limit alike.
 #

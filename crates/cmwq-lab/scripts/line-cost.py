@@ -18,6 +18,16 @@ line of cmwq's go to their innermost file (`?` when there is no line
 information: a function's entry and exit, spills). Prints the costliest
 lines per item, with the source text.
 
+Valgrind runs one thread at a time. Its default hand-over lets a thread
+run on for long stretches, so how often a worker finds its list empty and
+parks changed from run to run: the engine's total per item at batch 64
+moved by up to a third (792-1,177 in five runs of `cache_shard`, `work`,
+8 producers). `--fair-sched=yes` hands the CPU over in turn; the same five
+runs give 874.5-877.1 (and 741.1-742.9 for `cpu`, 799.6-801.1 for
+`execute`). With one item in flight every item parks a worker anyway, and
+the totals still move by 5-10%: run them several times. (`cost-account.sh`,
+whole-process at 2 producers, is not steadied by the flag.)
+
 This is how stop 44 of `crates/cmwq/src/engine/COST.md` found the entry,
 exit and spills of `process_one_work`'s call (about 50 instructions per
 item on four lines) among some fifty lines of 3 to 15 instructions each.
@@ -151,8 +161,8 @@ def source_text(root, key):
 
 def run(binary, n, threads, bench, outdir):
     path = os.path.join(outdir, f"lc.{n}.cg")
-    cmd = ["valgrind", "--tool=callgrind", "--dump-instr=yes", f"--callgrind-out-file={path}",
-           binary, "bench", "--threads", str(threads), "--items", str(n), "--rounds", "1"] + bench
+    cmd = ["valgrind", "--tool=callgrind", "--fair-sched=yes", "--dump-instr=yes",
+           f"--callgrind-out-file={path}", binary, "bench", "--threads", str(threads), "--items", str(n), "--rounds", "1"] + bench
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         die(f"the bench failed under callgrind ({' '.join(cmd)}):\n{r.stderr[-2000:]}")
