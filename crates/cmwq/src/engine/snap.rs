@@ -20,7 +20,16 @@ use crate::topology::Scope;
 pub fn snapshot() -> Snapshot {
     let topology = topology_snap();
     let workqueues = workqueue::workqueue_snaps();
-    let pools = pool::pool_snaps();
+    // Read after the workqueues, which may name a pool emptied since: it is
+    // listed all the same (a dump never routes to a pool it does not show).
+    let named: Vec<u32> = workqueues
+        .iter()
+        .flat_map(|w| {
+            let routes = w.cpu_pool.iter().flatten().chain(&w.dfl_pool);
+            routes.copied().chain(w.pwqs.iter().map(|p| p.pool))
+        })
+        .collect();
+    let pools = pool::pool_snaps(&named);
     let taken_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);

@@ -25,16 +25,26 @@ fn all_pools() -> impl Iterator<Item = &'static Pool> {
 /// The "Worker Pools" part of [`crate::snapshot()`]: each pool read under its
 /// own lock, one at a time. An unbound pool that no workqueue uses and
 /// whose workers have exited is not shown: it holds nothing but its
-/// attributes, kept so the same attributes find it again.
-pub(crate) fn pool_snaps() -> Vec<crate::snapshot::PoolSnap> {
-    all_pools().filter_map(Pool::snap).collect()
+/// attributes, kept so the same attributes find it again. Unless one of
+/// `named` names it: the workqueues' part, read first, may route to a pool
+/// that a change of their attributes (or of the usable CPUs) left empty
+/// since, and every pool a snapshot names must be in it.
+pub(crate) fn pool_snaps(named: &[u32]) -> Vec<crate::snapshot::PoolSnap> {
+    all_pools()
+        .filter_map(|p| p.snap(named.contains(&p.id)))
+        .collect()
 }
 
 impl Pool {
-    fn snap(&self) -> Option<crate::snapshot::PoolSnap> {
+    fn snap(&self, named: bool) -> Option<crate::snapshot::PoolSnap> {
         let (workers, idle, running, worklist, refs, flags, lanes, lockups, cap, rebinds) = {
             let g = self.lock();
-            if self.attrs.cpu.is_none() && g.refcnt == 0 && g.nr_workers == 0 && !g.has_work() {
+            if !named
+                && self.attrs.cpu.is_none()
+                && g.refcnt == 0
+                && g.nr_workers == 0
+                && !g.has_work()
+            {
                 return None;
             }
             let lanes: Vec<crate::snapshot::LaneSnap> = g
