@@ -32,10 +32,24 @@ This is how stop 44 of `crates/cmwq/src/engine/COST.md` found the entry,
 exit and spills of `process_one_work`'s call (about 50 instructions per
 item on four lines) among some fifty lines of 3 to 15 instructions each.
 
+`--event D1mr` (or any event of callgrind's cache simulation: `D1mr`,
+`D1mw`, `DLmr`, `DLmw`, `Dr`, `Dw`, `I1mr`, `ILmr`) counts that event
+instead of instructions, with `--cache-sim=yes`: which of the engine's
+lines miss in the simulated L1, per item. Valgrind runs one thread at a
+time on one simulated cache, so this is the footprint an item's path
+has on one CPU (the lines it touches and what evicts them between two
+touches), not the traffic between CPUs, which nothing here can count.
+This is how stop 50 of COST.md compared the lines an item touches with
+the model `kernel_min`'s.
+
+`--from CG1 CG2` reads two callgrind outputs saved earlier (the N1 and N2
+runs, made with `--dump-instr=yes`, and `--cache-sim=yes` for a cache
+event) instead of running valgrind.
+
 Usage:
   line-cost.py [--bin target/release/cmwq] [--match REGEX] [--top 40]
-               [--n1 1000] [--n2 3000] [--threads 2] [--json]
-               [-- BENCH ARGS...]
+               [--n1 1000] [--n2 3000] [--threads 2] [--event Ir]
+               [--from CG1 CG2] [--json] [-- BENCH ARGS...]
 
 BENCH ARGS default to `--scopes cpu --submit work --batch 64`; `--threads`,
 `--items` and `--rounds 1` are the script's. `--match` (a Python regex on
@@ -69,15 +83,30 @@ def die(msg):
     sys.exit(2)
 
 
-def self_costs(path, pattern):
-    """Self Ir by instruction address, for functions whose name matches."""
+# The events callgrind can count with --cache-sim=yes, besides Ir.
+CACHE_EVENTS = ("Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+
+
+def self_costs(path, pattern, event="Ir"):
+    """Self cost of `event` by instruction address, for functions whose name
+    matches. The event's column comes from the file's `events:` line; a cost
+    line may leave out trailing zero columns."""
     names = {}
     fn = None
     after_calls = False
     addr = 0
+    col = None
     cost = collections.Counter()
     with open(path) as f:
         for line in f:
+            if line.startswith("events:"):
+                events = line.split()[1:]
+                if event not in events:
+                    die(f"{path} has no {event} counts (it has {' '.join(events)}); "
+                        f"a cache event needs callgrind's --cache-sim=yes")
+                # Address and line come first, then the events in order.
+                col = 2 + events.index(event)
+                continue
             m = SPEC.match(line)
             if m:
                 key, idx, name = m.groups()
@@ -104,8 +133,12 @@ def self_costs(path, pattern):
                 # The line after `calls=` is the call's inclusive cost.
                 after_calls = False
                 continue
-            if fn and pattern.search(fn) and len(parts) > 2:
-                cost[addr] += int(parts[2])
+            if col is None:
+                die(f"{path} has a cost line before its events: line (not callgrind's output?)")
+            if fn and pattern.search(fn) and len(parts) > col:
+                cost[addr] += int(parts[col])
+    if col is None:
+        die(f"{path} has no events: line (not callgrind's output?)")
     return cost
 
 
@@ -159,9 +192,10 @@ def source_text(root, key):
         return ""
 
 
-def run(binary, n, threads, bench, outdir):
+def run(binary, n, threads, bench, outdir, event):
     path = os.path.join(outdir, f"lc.{n}.cg")
-    cmd = ["valgrind", "--tool=callgrind", "--fair-sched=yes", "--dump-instr=yes",
+    sim = ["--cache-sim=yes"] if event != "Ir" else []
+    cmd = ["valgrind", "--tool=callgrind", "--fair-sched=yes", "--dump-instr=yes"] + sim + [
            f"--callgrind-out-file={path}", binary, "bench", "--threads", str(threads), "--items", str(n), "--rounds", "1"] + bench
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -177,10 +211,14 @@ def main():
     ap.add_argument("--n1", type=int, default=1000)
     ap.add_argument("--n2", type=int, default=3000)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--event", default="Ir")
+    ap.add_argument("--from", dest="saved", nargs=2, metavar=("CG1", "CG2"))
     ap.add_argument("--json", action="store_true")
     ap.add_argument("bench", nargs="*")
     a = ap.parse_args()
-    for tool in ("valgrind", "addr2line"):
+    if a.event != "Ir" and a.event not in CACHE_EVENTS:
+        die(f"--event {a.event!r} is not Ir or one of callgrind's cache events ({', '.join(CACHE_EVENTS)})")
+    for tool in ("addr2line",) if a.saved else ("valgrind", "addr2line"):
         if not shutil.which(tool):
             die(f"{tool} not found (apt-get install {'valgrind' if tool == 'valgrind' else 'binutils'})")
     if not (os.path.isfile(a.bin) and os.access(a.bin, os.X_OK)):
@@ -195,9 +233,16 @@ def main():
         die(f"--match {a.match!r} is not a regular expression: {e}")
     bench = a.bench or DEFAULT_BENCH
     items = a.threads * (a.n2 - a.n1)
-    with tempfile.TemporaryDirectory(prefix="cmwq-line-cost.") as d:
-        c1 = self_costs(run(a.bin, a.n1, a.threads, bench, d), pattern)
-        c2 = self_costs(run(a.bin, a.n2, a.threads, bench, d), pattern)
+    if a.saved:
+        for f in a.saved:
+            if not os.path.isfile(f):
+                die(f"--from {f}: no such file")
+        c1 = self_costs(a.saved[0], pattern, a.event)
+        c2 = self_costs(a.saved[1], pattern, a.event)
+    else:
+        with tempfile.TemporaryDirectory(prefix="cmwq-line-cost.") as d:
+            c1 = self_costs(run(a.bin, a.n1, a.threads, bench, d, a.event), pattern, a.event)
+            c2 = self_costs(run(a.bin, a.n2, a.threads, bench, d, a.event), pattern, a.event)
     if not c2:
         die(f"no function matching {a.match!r} ran (see callgrind's names: callgrind_annotate)")
     chains = inline_chains(a.bin, set(c1) | set(c2))
@@ -206,22 +251,26 @@ def main():
         per_line[line_of(chains.get(addr, []))] += c2.get(addr, 0) - c1.get(addr, 0)
     root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../.."))
     total = sum(per_line.values()) / items
-    rows = [{"line": k, "ir_per_item": round(v / items, 2), "source": source_text(root, k)}
+    # Instructions keep their field name (`ir_per_item`); another event is
+    # `per_item`, with `event` saying which.
+    key = "ir_per_item" if a.event == "Ir" else "per_item"
+    rows = [{"line": k, key: round(v / items, 2), "source": source_text(root, k)}
             for k, v in per_line.most_common(a.top)]
     if a.json:
         print(json.dumps({"schema": "cmwq-line-cost/1", "bench": bench, "threads": a.threads,
-                          "n1": a.n1, "n2": a.n2, "match": a.match,
-                          "ir_per_item": round(total, 1), "lines": rows}, indent=1))
+                          "n1": a.n1, "n2": a.n2, "match": a.match, "event": a.event,
+                          key: round(total, 2), "lines": rows}, indent=1))
         return
-    print(f"Self instructions per item of the functions matching {a.match!r}: {total:.1f}")
+    what = "instructions" if a.event == "Ir" else f"{a.event} events"
+    print(f"Self {what} per item of the functions matching {a.match!r}: {total:.2f}")
     print(f"(bench {' '.join(bench)}, {a.threads} producers, items {a.n1} -> {a.n2} each)")
     print()
-    print("| Ir/item | line | source |")
+    print(f"| {a.event}/item | line | source |")
     print("|---:|---|---|")
     for r in rows:
         src = r["source"].replace("|", "\\|")
-        print(f"| {r['ir_per_item']:.1f} | {r['line']} | `{src}` |" if src else
-              f"| {r['ir_per_item']:.1f} | {r['line']} | |")
+        print(f"| {r[key]:.2f} | {r['line']} | `{src}` |" if src else
+              f"| {r[key]:.2f} | {r['line']} | |")
 
 
 if __name__ == "__main__":
