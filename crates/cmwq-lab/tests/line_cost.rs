@@ -113,25 +113,15 @@ fn bad_inputs_are_errors_that_name_the_value() {
     let o = line_cost(&d, "Ir", &["--event", "Bogus"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("'Bogus'"), "{}", stderr(&o));
-    let missing = d.join("nope.cg");
-    let o = run(&[
-        "--bin",
-        std::env::current_exe().unwrap().to_str().unwrap(),
-        "--from",
-        missing.to_str().unwrap(),
-        missing.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("nope.cg"), "{}", stderr(&o));
+    // A file that is not there, and one that is not callgrind's output:
+    // each named.
     let junk = d.join("junk.cg");
     std::fs::write(&junk, "0xdead0000 1 2\n").unwrap();
-    let o = run(&[
-        "--bin",
-        std::env::current_exe().unwrap().to_str().unwrap(),
-        "--from",
-        junk.to_str().unwrap(),
-        junk.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("junk.cg"), "{}", stderr(&o));
+    for f in [d.join("nope.cg"), junk] {
+        let f = f.to_str().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let o = run(&["--bin", exe.to_str().unwrap(), "--from", f, f]);
+        assert_eq!(o.status.code(), Some(2), "{f}");
+        assert!(stderr(&o).contains(f), "{f}: {}", stderr(&o));
+    }
 }
