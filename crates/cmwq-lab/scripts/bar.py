@@ -207,7 +207,7 @@ def main():
     rtext = "/".join(str(r) for r in sorted(rounds))
     runs = max(r["runs"] for r in rows)
     per_run = (f"; {every} in every run, {some} in at least one" if runs > 1 else "")
-    print(f"Issue 30's bar, {rows[0]['runs']} run(s) a shape, {rtext} rounds each "
+    print(f"Issue 30's bar, {runs} run(s) a shape, {rtext} rounds each "
           f"(documents in {out}): {met} of {len(rows)} cells meet it{per_run}")
     print()
     with_model = any(r["cpu_vs_model"] is not None for r in rows)

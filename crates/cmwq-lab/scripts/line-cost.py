@@ -233,16 +233,12 @@ def main():
         die(f"--match {a.match!r} is not a regular expression: {e}")
     bench = a.bench or DEFAULT_BENCH
     items = a.threads * (a.n2 - a.n1)
-    if a.saved:
-        for f in a.saved:
-            if not os.path.isfile(f):
-                die(f"--from {f}: no such file")
-        c1 = self_costs(a.saved[0], pattern, a.event)
-        c2 = self_costs(a.saved[1], pattern, a.event)
-    else:
-        with tempfile.TemporaryDirectory(prefix="cmwq-line-cost.") as d:
-            c1 = self_costs(run(a.bin, a.n1, a.threads, bench, d, a.event), pattern, a.event)
-            c2 = self_costs(run(a.bin, a.n2, a.threads, bench, d, a.event), pattern, a.event)
+    for f in a.saved or []:
+        if not os.path.isfile(f):
+            die(f"--from {f}: no such file")
+    with tempfile.TemporaryDirectory(prefix="cmwq-line-cost.") as d:
+        paths = a.saved or [run(a.bin, n, a.threads, bench, d, a.event) for n in (a.n1, a.n2)]
+        c1, c2 = (self_costs(p, pattern, a.event) for p in paths)
     if not c2:
         die(f"no function matching {a.match!r} ran (see callgrind's names: callgrind_annotate)")
     chains = inline_chains(a.bin, set(c1) | set(c2))
